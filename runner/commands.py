@@ -1,0 +1,206 @@
+"""The commands of run.py: preprocess, train, evaluate, predict, experiment."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from runner import outputs
+from runner.errors import UserError
+from runner.processing.features import FeatureSet
+from runner.processing.pipeline import Preprocessed, preprocess, transform_raw
+from runner.processing.source import DataSource
+
+log = logging.getLogger(__name__)
+COMMANDS = ("experiment", "preprocess", "train", "evaluate", "predict")
+
+
+@dataclass
+class Run:
+    """One invocation: the composed config, its output dir, and the objects built from it."""
+
+    cfg: DictConfig
+    run_dir: Path
+
+    def __post_init__(self):
+        self.run_dir = Path(self.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.processor = instantiate(self.cfg.processor)
+        self.loader = instantiate(self.cfg.loader, _convert_="all")
+        self.trainer = instantiate(self.cfg.trainer, _convert_="all")
+        self.backend = instantiate(self.cfg.backend, _convert_="all")
+        self.source = DataSource.from_config(OmegaConf.to_container(self.cfg.dataset, resolve=True))
+        self.model_cfg = OmegaConf.to_container(self.cfg.model, resolve=True)
+
+
+def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
+    """Runs cfg.command; returns its metrics (empty for preprocess)."""
+    command = cfg.command
+    if command not in COMMANDS:
+        raise UserError(f"command={command} is unknown; use one of: {', '.join(COMMANDS)}")
+    run = Run(cfg, run_dir)
+    with run.backend:
+        return globals()[f"command_{command}"](run)
+
+
+def _features(run: Run) -> FeatureSet:
+    return FeatureSet(run.model_cfg["input_features"], run.model_cfg["output_features"])
+
+
+def _preprocess(run: Run) -> Preprocessed:
+    split = OmegaConf.to_container(run.cfg.dataset.split, resolve=True)
+    return preprocess(run.processor, run.source, _features(run), split, run.cfg.cache_dir)
+
+
+def command_preprocess(run: Run) -> dict:
+    pre = _preprocess(run)
+    print(f"processed splits: {pre.entry} ({', '.join(f'{k} {v}' for k, v in pre.meta['rows'].items())} rows)"
+          + (" [cache hit]" if pre.cache_hit else ""))
+    return {}
+
+
+def _train(run: Run, pre: Preprocessed):
+    from runner.model.layout import Layout
+    from runner.training.loop import TrainingJob
+
+    job = TrainingJob(str(pre.entry), pre.meta, run.model_cfg, run.trainer.settings, run.loader, str(run.run_dir))
+    result = run.trainer.fit(job, run.backend)
+    layout = Layout.from_meta(pre.meta, run.model_cfg)
+    outputs.save_model(run.run_dir / "model", result.model, pre.meta, run.cfg)
+    outputs.plot_learning_curves(result.history, outputs.main_metric(layout), run.run_dir / "learning_curves.png")
+    return result, layout
+
+
+def _best_metrics(result) -> dict[str, dict]:
+    best = next((h for h in result.history if h["epoch"] == result.best_epoch), result.history[-1])
+    return {"train": best["train"], "validation": best["validation"]}
+
+
+def _training_report(result, pre: Preprocessed) -> dict:
+    return {
+        "best_epoch": result.best_epoch,
+        "epochs_run": len(result.history),
+        "stopped_early": result.stopped_early,
+        "monitor": result.monitor,
+        "resumed_at_epoch": result.resumed_at_epoch,
+        "train_samples_per_second": result.samples_seen / max(result.train_seconds, 1e-9),
+        "preprocessing_seconds": pre.seconds,
+        "cache_hit": pre.cache_hit,
+        "cache_entry": str(pre.entry),
+    }
+
+
+def command_train(run: Run) -> dict:
+    pre = _preprocess(run)
+    result, _ = _train(run, pre)
+    metrics = _best_metrics(result)
+    _finish(run, metrics, {"training": _training_report(result, pre)})
+    return metrics
+
+
+def command_experiment(run: Run) -> dict:
+    from runner.loading.tensors import TensorTable
+    from runner.training.evaluation import Decoders, compute_metrics, prediction_frame
+    from runner.training.loop import predict_logits
+
+    pre = _preprocess(run)
+    result, layout = _train(run, pre)
+    metrics = _best_metrics(result)
+    test = run.loader.load(pre.split_path("test"), layout)
+    if len(test):
+        decoders = Decoders(pre.meta)
+        logits = predict_logits(result.model, test, run.loader.eval_batch_size)
+        targets = {k: v.numpy() for k, v in test.targets.items()}
+        metrics["test"] = compute_metrics(layout, decoders, logits, targets)
+        metrics["baseline"] = _majority_baseline(layout, pre.meta, targets)
+        frame = prediction_frame(layout, decoders, logits, test.row_ids.numpy(), targets)
+        outputs.write_parquet(frame, run.run_dir / "predictions.parquet")
+    else:
+        log.warning("the test split is empty; no test metrics or predictions")
+    _finish(run, metrics, {"training": _training_report(result, pre)})
+    return metrics
+
+
+def _majority_baseline(layout, meta: dict, targets: dict[str, np.ndarray]) -> dict[str, float]:
+    """Accuracy of always predicting the training split's most frequent class."""
+    baseline = {}
+    for spec in layout.outputs:
+        stats = meta["features"][spec.name]["stats"]
+        if spec.type == "binary":
+            baseline[f"{spec.name}/accuracy"] = float((targets[spec.name] == stats["mode"]).mean())
+        elif spec.type == "category":
+            baseline[f"{spec.name}/accuracy"] = float((targets[spec.name] == 0).mean())  # vocab is frequency-ranked
+    return baseline
+
+
+def _saved_model(run: Run):
+    from runner.model.layout import Layout, feature_from_meta
+    from runner.training.loop import build_model
+
+    state, meta, model_cfg = outputs.load_model_dir(run.cfg.model_dir)
+    layout = Layout.from_meta(meta, model_cfg)
+    model = build_model(layout, model_cfg)
+    model.load_state_dict(state)
+    features = FeatureSet.__new__(FeatureSet)
+    features.inputs = [feature_from_meta(meta["features"][n]) for n in meta["input_features"]]
+    features.outputs = [feature_from_meta(meta["features"][n]) for n in meta["output_features"]]
+    stats = {name: info["stats"] for name, info in meta["features"].items()}
+    return model, layout, meta, features, stats
+
+
+def _score_raw(run: Run, with_targets: bool):
+    """Saved model on the raw dataset: (tensors, logits, layout, meta)."""
+    from runner.loading.tensors import TensorTable
+    from runner.training.loop import predict_logits
+
+    model, layout, meta, features, stats = _saved_model(run)
+    frame = transform_raw(run.processor, run.source, features, stats, with_outputs=with_targets)
+    data = TensorTable.from_arrow(pa.Table.from_pandas(frame, preserve_index=False), layout, with_targets)
+    return data, predict_logits(model, data, run.loader.eval_batch_size), layout, meta
+
+
+def command_predict(run: Run) -> dict:
+    from runner.training.evaluation import Decoders, prediction_frame
+
+    data, logits, layout, meta = _score_raw(run, with_targets=False)
+    frame = prediction_frame(layout, Decoders(meta), logits, data.row_ids.numpy())
+    path = run.run_dir / "predictions.parquet"
+    outputs.write_parquet(frame, path)
+    print(f"\n{len(frame)} predictions for {run.source.label}\npredictions  {path}")
+    return {}
+
+
+def command_evaluate(run: Run) -> dict:
+    from runner.training.evaluation import Decoders, compute_metrics
+
+    data, logits, layout, meta = _score_raw(run, with_targets=True)
+    if not len(data):
+        raise UserError(f"{run.source.label} has no rows with a known target; evaluate needs labelled rows")
+    targets = {k: v.numpy() for k, v in data.targets.items()}
+    metrics = {"evaluation": compute_metrics(layout, Decoders(meta), logits, targets)}
+    _finish(run, metrics, {"rows": len(data), "dataset": run.source.label})
+    return metrics
+
+
+def _finish(run: Run, metrics: dict, extra: dict) -> None:
+    outputs.write_json(run.run_dir / "metrics.json", {**metrics, **extra})
+    locations = {"metrics": str(run.run_dir / "metrics.json")}
+    for name, label in (("model", "model"), ("predictions.parquet", "predictions"),
+                        ("learning_curves.png", "curves"), ("tensorboard", "tensorboard"),
+                        ("checkpoints", "checkpoints")):
+        if (run.run_dir / name).exists():
+            locations[label] = str(run.run_dir / name)
+    print(outputs.format_summary(metrics, locations))
+
+
+def timed(fn):
+    started = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - started

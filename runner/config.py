@@ -1,0 +1,122 @@
+"""Structured-config schemas, registered in Hydra's ConfigStore.
+
+Every option file in conf/<group>/ starts from one of these schemas (via its
+defaults list), so a misspelt key or a wrong type fails at composition time
+with a message naming the key.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import II, MISSING
+
+
+@dataclass
+class FeatureConfig:
+    name: str = MISSING
+    type: str = MISSING
+    # Options that change the processed data (missing values, normalization,
+    # vocabulary, tokenizer). Only these enter the cache key.
+    preprocessing: dict[str, Any] = field(default_factory=dict)
+    # Model-side options (embedding size of a category or text feature).
+    embedding_size: int | None = None
+
+
+@dataclass
+class SplitConfig:
+    method: str = "random"  # random | column
+    ratios: list[float] = field(default_factory=lambda: [0.7, 0.15, 0.15])
+    seed: int = 42
+    column: str | None = None  # with method=column: values train/validation/test or 0/1/2
+
+
+@dataclass
+class DatasetConfig:
+    # Local path or fsspec URL; null means the built-in synthetic dataset.
+    path: str | None = None
+    format: str | None = None  # csv | parquet; inferred from the name when null
+    synthetic_rows: int = 10000
+    synthetic_seed: int = 0
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    split: SplitConfig = field(default_factory=SplitConfig)
+
+
+@dataclass
+class ModelConfig:
+    input_features: list[FeatureConfig] = MISSING
+    output_features: list[FeatureConfig] = MISSING
+    combiner: str = "concat"
+    hidden_size: int = 64
+    num_layers: int = 2
+    dropout: float = 0.0
+    embedding_size: int = 16
+
+
+@dataclass
+class LocalBackendConfig:
+    _target_: str = "runner.backends.local.LocalBackend"
+
+
+@dataclass
+class PandasProcessorConfig:
+    _target_: str = "runner.processing.engines.PandasProcessor"
+
+
+@dataclass
+class EarlyStoppingConfig:
+    # "loss" or "<output>/<metric>" on the validation split, e.g. "label/roc_auc".
+    metric: str = "loss"
+    patience: int = 5  # epochs without improvement; 0 disables early stopping
+
+
+@dataclass
+class LocalTrainerConfig:
+    _target_: str = "runner.training.trainers.LocalTrainer"
+    epochs: int = 30
+    batch_size: int = 256
+    learning_rate: float = 0.003
+    optimizer: str = "adamw"  # adamw | adam | sgd
+    weight_decay: float = 0.0
+    early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
+    seed: int = II("seed")
+    checkpoint_every: int = 1  # epochs between checkpoints/last.pt writes
+    resume_from: str | None = None  # a run dir or a checkpoint file
+    num_threads: int | None = None  # torch threads; null = all cores
+    progress_bar: bool = True
+
+
+@dataclass
+class LocalLoaderConfig:
+    _target_: str = "runner.loading.local.LocalLoader"
+    batch_size: int = II("trainer.batch_size")
+    shuffle: bool = True
+    drop_last: bool = False
+    eval_batch_size: int = 4096
+
+
+@dataclass
+class RunConfig:
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    backend: Any = MISSING
+    processor: Any = MISSING
+    trainer: Any = MISSING
+    loader: Any = MISSING
+    command: str = "experiment"  # experiment | preprocess | train | evaluate | predict
+    seed: int = 42
+    # Where processed splits live, keyed by a checksum of data + preprocessing config.
+    cache_dir: str = "${oc.env:TABULAR_RUNNER_CACHE,'~/.cache/tabular-runner'}"
+    # A trained model's directory (<run>/model) for command=predict|evaluate.
+    model_dir: str | None = None
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=RunConfig)
+    cs.store(group="backend", name="local_schema", node=LocalBackendConfig)
+    cs.store(group="processor", name="pandas_schema", node=PandasProcessorConfig)
+    cs.store(group="trainer", name="local_schema", node=LocalTrainerConfig)
+    cs.store(group="loader", name="local_schema", node=LocalLoaderConfig)
+    cs.store(group="dataset", name="dataset_schema", node=DatasetConfig)
+    cs.store(group="model", name="model_schema", node=ModelConfig)

@@ -1,0 +1,90 @@
+"""Processed Arrow data -> grouped torch tensors, without per-row Python."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from runner.model.layout import Layout
+from runner.model.network import CATEGORY, NUMERIC, text_key
+from runner.processing.features import ROW_ID
+
+
+def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
+    values = table.column(name).to_numpy().astype(dtype, copy=False)
+    # Arrow hands out read-only buffers; tensors here are never written in place.
+    return values if values.flags.writeable else values.copy()
+
+
+def _padded_tokens(array: pa.ChunkedArray) -> np.ndarray:
+    """list<int32> -> [rows, longest list] int64 matrix, zero-padded (vectorised via offsets)."""
+    lists = array.combine_chunks()
+    offsets = lists.offsets.to_numpy()
+    offsets = offsets - offsets[0]
+    lengths = np.diff(offsets)
+    values = lists.flatten().to_numpy()
+    out = np.zeros((len(lists), max(int(lengths.max(initial=0)), 1)), dtype=np.int64)
+    rows = np.repeat(np.arange(len(lists)), lengths)
+    positions = np.arange(len(values)) - np.repeat(offsets[:-1], lengths)
+    out[rows, positions] = values
+    return out
+
+
+@dataclass
+class TensorTable:
+    """One split (or shard) as tensors: inputs grouped as the network expects, targets per output."""
+
+    inputs: dict[str, torch.Tensor]
+    targets: dict[str, torch.Tensor]
+    row_ids: torch.Tensor
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table, layout: Layout, with_targets: bool = True) -> TensorTable:
+        inputs: dict[str, torch.Tensor] = {}
+        rows = table.num_rows
+        if layout.numeric:
+            matrix = np.empty((rows, len(layout.numeric)), dtype=np.float32)
+            for i, name in enumerate(layout.numeric):
+                matrix[:, i] = _column(table, name, np.float32)
+            inputs[NUMERIC] = torch.from_numpy(matrix)
+        if layout.categories:
+            matrix = np.empty((rows, len(layout.categories)), dtype=np.int64)
+            for i, (name, *_) in enumerate(layout.categories):
+                matrix[:, i] = _column(table, name, np.int64)
+            inputs[CATEGORY] = torch.from_numpy(matrix)
+        for name, *_ in layout.texts:
+            inputs[text_key(name)] = torch.from_numpy(_padded_tokens(table.column(name)))
+        targets = {}
+        if with_targets:
+            for spec in layout.outputs:
+                dtype = np.int64 if spec.type == "category" else np.float32
+                targets[spec.name] = torch.from_numpy(_column(table, spec.name, dtype))
+        row_ids = torch.from_numpy(_column(table, ROW_ID, np.int64)) if ROW_ID in table.column_names else torch.arange(rows)
+        return cls(inputs, targets, row_ids)
+
+    def __len__(self) -> int:
+        return len(self.row_ids)
+
+    def take(self, index: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        return ({k: v.index_select(0, index) for k, v in self.inputs.items()},
+                {k: v.index_select(0, index) for k, v in self.targets.items()})
+
+    def slice(self, start: int, stop: int) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        return ({k: v[start:stop] for k, v in self.inputs.items()},
+                {k: v[start:stop] for k, v in self.targets.items()})
+
+    def batches(self, batch_size: int, shuffle: bool = False, drop_last: bool = False,
+                seed: int = 0) -> Iterator[tuple[dict, dict]]:
+        n = len(self)
+        stop = n - n % batch_size if drop_last else n
+        if not shuffle:
+            for start in range(0, stop, batch_size):
+                yield self.slice(start, min(start + batch_size, stop))
+            return
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+        for start in range(0, stop, batch_size):
+            yield self.take(order[start:min(start + batch_size, stop)])

@@ -1,0 +1,65 @@
+"""What the network looks like from the data's side, derived from cache metadata.
+
+Number and binary inputs share one float matrix, categories one integer matrix,
+each text feature its own token matrix; that grouping keeps batches to a few
+tensors however many columns the table has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runner.processing.features import build_feature
+
+
+@dataclass
+class OutputSpec:
+    name: str
+    type: str
+    size: int  # logits per row
+    labels: list[str] = field(default_factory=list)  # class labels (binary: [negative, positive])
+
+
+@dataclass
+class Layout:
+    numeric: list[str]
+    categories: list[tuple[str, int, int]]  # name, vocabulary size, embedding size
+    texts: list[tuple[str, int, int]]  # name, buckets, embedding size
+    outputs: list[OutputSpec]
+
+    @classmethod
+    def from_meta(cls, meta: dict, model_cfg: dict) -> Layout:
+        default_embedding = int(model_cfg.get("embedding_size", 16))
+        numeric, categories, texts, outputs = [], [], [], []
+        for name in meta["input_features"]:
+            info = meta["features"][name]
+            embedding = _feature_embedding(model_cfg, name) or default_embedding
+            if info["type"] in ("number", "binary"):
+                numeric.append(name)
+            elif info["type"] == "category":
+                categories.append((name, len(info["stats"]["vocab"]) + 1, embedding))
+            elif info["type"] == "text":
+                texts.append((name, info["stats"]["num_buckets"], embedding))
+        for name in meta["output_features"]:
+            info = meta["features"][name]
+            stats = info["stats"]
+            if info["type"] == "binary":
+                outputs.append(OutputSpec(name, "binary", 1, stats["labels"]))
+            elif info["type"] == "category":
+                outputs.append(OutputSpec(name, "category", len(stats["vocab"]), list(stats["vocab"])))
+            else:
+                outputs.append(OutputSpec(name, "number", 1))
+        return cls(numeric, categories, texts, outputs)
+
+
+def _feature_embedding(model_cfg: dict, name: str) -> int | None:
+    for feature in model_cfg.get("input_features", []):
+        if feature["name"] == name:
+            return feature.get("embedding_size")
+    return None
+
+
+def feature_from_meta(info: dict):
+    """Rebuild a Feature object (for decoding) from its saved description."""
+    return build_feature({"name": info["name"], "type": info["type"], "preprocessing": info["preprocessing"]}, info["role"])
+

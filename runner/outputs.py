@@ -1,0 +1,113 @@
+"""What a run leaves in its output dir: model/, metrics.json, predictions, curves, summary.
+
+Every file is written to a temporary name and renamed into place, so a failed
+run never leaves a half-written output behind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import torch
+from omegaconf import OmegaConf
+
+from runner.errors import UserError
+from runner.model.layout import Layout
+from runner.training.metrics import METRICS
+
+MODEL_FILES = ("weights.pt", "meta.json", "config.yaml")
+
+
+def write_json(path: Path, payload: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=_json_default))
+    os.replace(tmp, path)
+
+
+def _json_default(value):
+    return float(value) if hasattr(value, "__float__") else str(value)
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def save_model(model_dir: Path, model: torch.nn.Module, meta: dict, cfg) -> None:
+    """weights + feature metadata + resolved config: all predict needs, without the cache."""
+    tmp = model_dir.with_name(model_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    torch.save(model.state_dict(), tmp / "weights.pt")
+    write_json(tmp / "meta.json", meta)
+    (tmp / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    shutil.rmtree(model_dir, ignore_errors=True)
+    os.rename(tmp, model_dir)
+
+
+def load_model_dir(model_dir: str | None):
+    """(state_dict, meta, model config) of a saved model, or a clear error."""
+    if not model_dir:
+        raise UserError("this command needs model_dir=<run dir>/model from a finished training run")
+    path = Path(os.path.expanduser(model_dir))
+    missing = [name for name in MODEL_FILES if not (path / name).is_file()]
+    if missing:
+        raise UserError(
+            f"model_dir={model_dir} is not a model directory (missing {', '.join(missing)}); "
+            "pass the model/ folder of a finished training run"
+        )
+    meta = json.loads((path / "meta.json").read_text())
+    cfg = OmegaConf.load(path / "config.yaml")
+    state = torch.load(path / "weights.pt", map_location="cpu", weights_only=True)
+    return state, meta, OmegaConf.to_container(cfg.model, resolve=True)
+
+
+def main_metric(layout: Layout) -> str:
+    spec = layout.outputs[0]
+    return f"{spec.name}/{METRICS[spec.type][0]}"
+
+
+def plot_learning_curves(history: list[dict], metric: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epochs = [h["epoch"] for h in history]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, name in zip(axes, ("loss", metric), strict=True):
+        for split, style in (("train", "-o"), ("validation", "-s")):
+            values = [h[split].get(name, math.nan) for h in history]
+            if any(not math.isnan(v) for v in values):
+                ax.plot(epochs, values, style, label=split, markersize=3)
+        ax.set_xlabel("epoch")
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    tmp = path.with_name("tmp-" + path.name)
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def format_summary(metrics: dict[str, dict[str, float]], locations: dict[str, str]) -> str:
+    """A metric table (rows: metric, columns: split) and where each output went."""
+    splits = [s for s in ("train", "validation", "test", "evaluation", "baseline") if metrics.get(s)]
+    names = list(dict.fromkeys(name for s in splits for name in metrics[s]))
+    width = max([len(n) for n in names] + [6])
+    lines = ["", "metric".ljust(width) + "".join(s.rjust(12) for s in splits)]
+    for name in names:
+        cells = "".join(
+            (f"{metrics[s][name]:12.4f}" if name in metrics[s] else " " * 12) for s in splits
+        )
+        lines.append(name.ljust(width) + cells)
+    lines.append("")
+    lines += [f"{what:<12} {where}" for what, where in locations.items()]
+    return "\n".join(lines)

@@ -1,0 +1,75 @@
+"""Processors: the dataframe engine that reads the table and maps the feature
+transforms over its partitions. They differ only in how they partition; the
+transforms themselves live in features.py."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from runner.errors import UserError
+from runner.processing.source import DataSource
+from runner.processing.synthetic import make_synthetic
+
+log = logging.getLogger(__name__)
+
+# fn(partition, offset of its first row in the whole table) -> anything
+PartitionFn = Callable[[pd.DataFrame, int], Any]
+
+
+def read_arrow(source: DataSource) -> pa.Table:
+    """The whole raw table as Arrow; clear errors for missing, empty and unreadable files."""
+    fs, files = source.files()
+    tables = []
+    for path in files:
+        try:
+            if source.format == "csv":
+                with fs.open(path, "rb", compression="infer") as handle:
+                    tables.append(pacsv.read_csv(handle))
+            else:
+                tables.append(pq.read_table(path, filesystem=fs))
+        except pa.ArrowInvalid as exc:
+            if "Empty CSV file" in str(exc):
+                raise UserError(f"dataset {source.path} is empty; give it a header row and data rows") from None
+            raise UserError(f"cannot read {path} as {source.format}: {str(exc).splitlines()[0]}") from None
+    table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+    if table.num_rows == 0:
+        raise UserError(f"dataset {source.path} has no data rows; add rows below the header")
+    return table
+
+
+def write_parquet(frame: pd.DataFrame, directory: Path, part: int) -> int:
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), directory / f"part-{part:05d}.parquet")
+    return len(frame)
+
+
+class PandasProcessor:
+    """The whole table in memory as one partition."""
+
+    name = "pandas"
+
+    def read(self, source: DataSource) -> pd.DataFrame:
+        if source.is_synthetic:
+            return make_synthetic(source.synthetic_rows, source.synthetic_seed)
+        return read_arrow(source).to_pandas()
+
+    def column_names(self, frame: pd.DataFrame) -> list[str]:
+        return list(frame.columns)
+
+    def select(self, frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+        return frame[columns]
+
+    def map_collect(self, frame: pd.DataFrame, fn: PartitionFn) -> list[Any]:
+        return [fn(frame, 0)]
+
+    def map_write(self, frame: pd.DataFrame, fn: PartitionFn, out_dir: Path) -> dict[str, int]:
+        """fn returns {split name: processed frame}; each is written under out_dir/<split>/."""
+        return {split: write_parquet(part, out_dir / split, 0) for split, part in fn(frame, 0).items()}

@@ -1,0 +1,371 @@
+"""Feature types: how each one is fitted on the training split and transformed.
+
+Fitting is a map-reduce: `partial_stats` runs on one partition of training rows
+and returns a small JSON-able summary, `combine` merges the summaries into the
+final statistics. pandas calls them once; Dask and Modin call `partial_stats`
+per partition. `transform` maps one partition with the final statistics and is
+the only code that turns raw values into model inputs, whatever the engine.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from runner.errors import UserError
+
+# Bump when a transform's output changes: it is part of every cache key.
+PREPROCESSING_VERSION = 1
+
+UNKNOWN_TOKEN = "<UNK>"
+ROW_ID = "__row__"  # the raw row number, kept beside the processed columns
+_TRUE = {"true", "t", "yes", "y", "1"}
+_FALSE = {"false", "f", "no", "n", "0"}
+
+
+def as_strings(series: pd.Series) -> pd.Series:
+    """Values as strings (NaN stays missing), the same for every partition:
+    integer-valued floats print as integers, so 3.0 read from one file and 3
+    from another are one category."""
+    if pd.api.types.is_bool_dtype(series):
+        return series.map({True: "True", False: "False"}).astype(object)
+    if pd.api.types.is_float_dtype(series):
+        values = series.to_numpy(dtype=np.float64)
+        missing = np.isnan(values)
+        whole = np.isfinite(values) & (values == np.floor(values))
+        out = np.where(whole, np.where(missing, 0, values).astype(np.int64).astype(str), values.astype(str))
+        return pd.Series(np.where(missing, None, out), index=series.index, dtype=object)
+    if pd.api.types.is_integer_dtype(series) and not isinstance(series.dtype, pd.ArrowDtype):
+        return series.astype(str).astype(object)
+    return series.map(lambda v: v if v is None or isinstance(v, str) else (None if pd.isna(v) else str(v))).astype(object)
+
+
+class Feature:
+    """One configured feature. Subclasses define the type's behaviour."""
+
+    type_name: ClassVar[str]
+    output_allowed: ClassVar[bool] = True
+    # Preprocessing options and their defaults; anything else is a config error.
+    defaults: ClassVar[dict[str, Any]] = {}
+    missing_strategies: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, cfg: dict, role: str):
+        self.name = cfg["name"]
+        self.role = role
+        self.embedding_size = cfg.get("embedding_size")
+        given = dict(cfg.get("preprocessing") or {})
+        unknown = sorted(set(given) - set(self.defaults))
+        if unknown:
+            raise UserError(
+                f"{role} feature '{self.name}' ({self.type_name}) has unknown preprocessing option "
+                f"'{unknown[0]}'; known options: {', '.join(sorted(self.defaults)) or 'none'}"
+            )
+        self.options = {**self.defaults, **given}
+        strategy = self.options.get("missing_value_strategy")
+        if self.missing_strategies and strategy not in self.missing_strategies:
+            raise UserError(
+                f"{role} feature '{self.name}' has missing_value_strategy '{strategy}'; "
+                f"use one of: {', '.join(self.missing_strategies)}"
+            )
+
+    @property
+    def drops_missing(self) -> bool:
+        # A row without a target teaches nothing; inputs drop only when asked to.
+        return self.role == "output" or self.options.get("missing_value_strategy") == "drop_row"
+
+    def describe(self) -> dict:
+        """What identifies this feature's processed data (part of the cache key)."""
+        return {"name": self.name, "type": self.type_name, "role": self.role, "preprocessing": self.options}
+
+    def partial_stats(self, series: pd.Series, row_ids: np.ndarray) -> dict:
+        raise NotImplementedError
+
+    def combine(self, partials: list[dict]) -> dict:
+        raise NotImplementedError
+
+    def transform(self, series: pd.Series, stats: dict, row_ids: np.ndarray) -> tuple[Any, np.ndarray]:
+        """(processed values, mask of rows to keep)."""
+        raise NotImplementedError
+
+
+class NumberFeature(Feature):
+    type_name = "number"
+    defaults = {"missing_value_strategy": "fill_mean", "fill_value": 0.0, "normalization": "zscore"}
+    missing_strategies = ("fill_mean", "fill_zero", "fill_value", "drop_row")
+
+    def __init__(self, cfg: dict, role: str):
+        super().__init__(cfg, role)
+        if self.options["normalization"] not in ("zscore", "minmax", "none", None):
+            raise UserError(
+                f"feature '{self.name}' has normalization '{self.options['normalization']}'; "
+                "use zscore, minmax or none"
+            )
+
+    def _numeric(self, series: pd.Series, row_ids: np.ndarray) -> np.ndarray:
+        if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
+            return series.to_numpy(dtype=np.float64, na_value=np.nan)
+        coerced = pd.to_numeric(series, errors="coerce")
+        text = series.astype(str).str.strip()
+        bad = coerced.isna() & series.notna() & (text != "") & (text.str.lower() != "nan")
+        if bad.any():
+            position = int(np.argmax(bad.to_numpy()))
+            raise UserError(
+                f"number feature '{self.name}' has non-numeric value {series.iloc[position]!r} at data row "
+                f"{int(row_ids[position]) + 1}; fix the value or declare '{self.name}' as type category"
+            )
+        return coerced.to_numpy(dtype=np.float64, na_value=np.nan)
+
+    def partial_stats(self, series, row_ids):
+        v = self._numeric(series, row_ids)
+        present = v[~np.isnan(v)]
+        return {
+            "count": int(present.size),
+            "sum": float(present.sum()),
+            "sum_sq": float(np.square(present).sum()),
+            "min": float(present.min()) if present.size else None,
+            "max": float(present.max()) if present.size else None,
+        }
+
+    def combine(self, partials):
+        count = sum(p["count"] for p in partials)
+        if count == 0:
+            raise UserError(f"number feature '{self.name}' has no values in the training split; check the column")
+        mean = sum(p["sum"] for p in partials) / count
+        var = max(sum(p["sum_sq"] for p in partials) / count - mean * mean, 0.0)
+        return {
+            "mean": mean,
+            "std": float(np.sqrt(var)),
+            "min": min(p["min"] for p in partials if p["min"] is not None),
+            "max": max(p["max"] for p in partials if p["max"] is not None),
+        }
+
+    def fill_value(self, stats: dict) -> float:
+        strategy = self.options["missing_value_strategy"]
+        return {"fill_mean": stats["mean"], "fill_zero": 0.0}.get(strategy, float(self.options["fill_value"]))
+
+    def normalize(self, v: np.ndarray, stats: dict) -> np.ndarray:
+        mode = self.options["normalization"]
+        if mode == "zscore":
+            return (v - stats["mean"]) / (stats["std"] or 1.0)
+        if mode == "minmax":
+            return (v - stats["min"]) / ((stats["max"] - stats["min"]) or 1.0)
+        return v
+
+    def denormalize(self, v: np.ndarray, stats: dict) -> np.ndarray:
+        mode = self.options["normalization"]
+        if mode == "zscore":
+            return v * (stats["std"] or 1.0) + stats["mean"]
+        if mode == "minmax":
+            return v * ((stats["max"] - stats["min"]) or 1.0) + stats["min"]
+        return v
+
+    def transform(self, series, stats, row_ids):
+        v = self._numeric(series, row_ids)
+        missing = np.isnan(v)
+        keep = ~missing if self.drops_missing else np.ones(len(v), dtype=bool)
+        v = np.where(missing, self.fill_value(stats), v)
+        return self.normalize(v, stats).astype(np.float32), keep
+
+
+class CategoryFeature(Feature):
+    type_name = "category"
+    defaults = {"missing_value_strategy": "unknown", "fill_value": "", "max_vocab_size": 10000, "min_count": 1}
+    missing_strategies = ("unknown", "fill_mode", "fill_value", "drop_row")
+
+    def partial_stats(self, series, row_ids):
+        counts = as_strings(series).value_counts(dropna=True)
+        return {"counts": {str(k): int(c) for k, c in counts.items()}}
+
+    def combine(self, partials):
+        counts: Counter = Counter()
+        for p in partials:
+            counts.update(p["counts"])
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        kept = [k for k, c in ranked if c >= self.options["min_count"]][: self.options["max_vocab_size"]]
+        if self.role == "output" and len(kept) < 2:
+            raise UserError(
+                f"output feature '{self.name}' has {len(kept)} class(es) in the training split "
+                f"({', '.join(kept) or 'none'}); a category target needs at least two"
+            )
+        if not kept:
+            raise UserError(f"category feature '{self.name}' has no values in the training split; check the column")
+        return {"vocab": kept, "mode": kept[0]}
+
+    def vocabulary(self, stats: dict) -> list[str]:
+        """Index -> label; inputs reserve index 0 for unknown and missing values."""
+        return stats["vocab"] if self.role == "output" else [UNKNOWN_TOKEN, *stats["vocab"]]
+
+    def transform(self, series, stats, row_ids):
+        values = as_strings(series)
+        missing = values.isna().to_numpy()
+        strategy = self.options["missing_value_strategy"]
+        if strategy == "fill_mode":
+            values = values.fillna(stats["mode"])
+        elif strategy == "fill_value":
+            values = values.fillna(str(self.options["fill_value"]))
+        codes = pd.Categorical(values, categories=stats["vocab"]).codes.astype(np.int64)
+        if self.role == "output":
+            # Unseen or missing targets cannot be scored; those rows are dropped.
+            return codes.astype(np.int32), codes >= 0
+        keep = ~missing if strategy == "drop_row" else np.ones(len(codes), dtype=bool)
+        return (codes + 1).astype(np.int32), keep  # -1 (unseen) becomes 0 (unknown)
+
+
+class BinaryFeature(Feature):
+    type_name = "binary"
+    defaults = {"missing_value_strategy": "fill_mode", "fill_value": False, "positive_label": None}
+    missing_strategies = ("fill_mode", "fill_value", "drop_row")
+
+    def partial_stats(self, series, row_ids):
+        counts = as_strings(series).value_counts(dropna=True)
+        return {"counts": {str(k): int(c) for k, c in counts.items()}}
+
+    def combine(self, partials):
+        counts: Counter = Counter()
+        for p in partials:
+            counts.update(p["counts"])
+        values = sorted(counts)
+        lowered = {v.strip().lower() for v in values}
+        positive_label = self.options["positive_label"]
+        if positive_label is not None:
+            positive = [v for v in values if v == str(positive_label)]
+            negative = [v for v in values if v != str(positive_label)]
+            if len(negative) > 1:
+                raise UserError(
+                    f"binary feature '{self.name}' has more than two values ({', '.join(values[:10])}); "
+                    "declare it as type category"
+                )
+        elif lowered <= _TRUE | _FALSE:
+            positive = [v for v in values if v.strip().lower() in _TRUE]
+            negative = [v for v in values if v.strip().lower() in _FALSE]
+        elif len(values) <= 2:
+            negative, positive = values[:1], values[1:]
+        else:
+            raise UserError(
+                f"binary feature '{self.name}' has more than two values ({', '.join(values[:10])}); "
+                "declare it as type category"
+            )
+        if self.role == "output" and (not positive or not negative or sum(counts[v] for v in positive) == 0):
+            raise UserError(
+                f"output feature '{self.name}' has a single class ({', '.join(values) or 'none'}) in the "
+                "training split; a binary target needs both classes"
+            )
+        if not values:
+            raise UserError(f"binary feature '{self.name}' has no values in the training split; check the column")
+        positives = sum(counts[v] for v in positive)
+        negatives = sum(counts[v] for v in negative)
+        labels = [negative[0] if negative else "False", positive[0] if positive else "True"]
+        return {"positive": positive, "negative": negative, "labels": labels,
+                "mode": int(positives > negatives), "positive_rate": positives / max(positives + negatives, 1)}
+
+    def transform(self, series, stats, row_ids):
+        values = as_strings(series)
+        is_pos = values.isin(stats["positive"]).to_numpy()
+        is_neg = values.isin(stats["negative"]).to_numpy()
+        missing = ~(is_pos | is_neg)  # missing, or a value never seen in training
+        fill = stats["mode"] if self.options["missing_value_strategy"] == "fill_mode" else int(bool(self.options["fill_value"]))
+        out = np.where(missing, fill, is_pos).astype(np.float32)
+        keep = ~missing if self.drops_missing else np.ones(len(out), dtype=bool)
+        return out, keep
+
+
+class TextFeature(Feature):
+    """Hashed bag of words: stateless, so it needs no fitting and no vocabulary."""
+
+    type_name = "text"
+    output_allowed = False
+    defaults = {"max_tokens": 32, "num_buckets": 4096, "lowercase": True}
+
+    def partial_stats(self, series, row_ids):
+        return {}
+
+    def combine(self, partials):
+        return {"num_buckets": int(self.options["num_buckets"]), "max_tokens": int(self.options["max_tokens"])}
+
+    def transform(self, series, stats, row_ids):
+        text = series.fillna("").astype(str)
+        if self.options["lowercase"]:
+            text = text.str.lower()
+        token_lists = text.str.findall(r"\w+").tolist()
+        limit = stats["max_tokens"]
+        lengths = np.fromiter((min(len(t), limit) for t in token_lists), dtype=np.int32, count=len(token_lists))
+        flat = [tok for tokens in token_lists for tok in tokens[:limit]]
+        codes, uniques = pd.factorize(pd.Series(flat, dtype=object))
+        # Bucket 0 is padding, so hashed ids are 1..num_buckets-1.
+        bucket_of = np.array([zlib.crc32(u.encode()) % (stats["num_buckets"] - 1) + 1 for u in uniques], dtype=np.int32)
+        values = bucket_of[codes] if len(flat) else np.zeros(0, dtype=np.int32)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        array = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, type=pa.int32()))
+        return pd.Series(array, dtype=pd.ArrowDtype(array.type), index=series.index), np.ones(len(lengths), dtype=bool)
+
+
+FEATURE_TYPES: dict[str, type[Feature]] = {
+    cls.type_name: cls for cls in (NumberFeature, CategoryFeature, BinaryFeature, TextFeature)
+}
+
+
+def build_feature(cfg: dict, role: str) -> Feature:
+    name = cfg.get("name")
+    kind = cfg.get("type")
+    if not name:
+        raise UserError(f"an {role} feature has no name; every feature needs name and type")
+    cls = FEATURE_TYPES.get(kind)
+    allowed = sorted(t for t, c in FEATURE_TYPES.items() if role == "input" or c.output_allowed)
+    if cls is None or kind not in allowed:
+        raise UserError(f"{role} feature '{name}' has unknown type '{kind}'; known {role} types: {', '.join(allowed)}")
+    return cls(cfg, role)
+
+
+class FeatureSet:
+    """The configured inputs and outputs, validated together."""
+
+    def __init__(self, input_cfgs: list[dict], output_cfgs: list[dict]):
+        if not input_cfgs:
+            raise UserError("model.input_features is empty; name at least one input column")
+        if not output_cfgs:
+            raise UserError("model.output_features is empty; name at least one target column")
+        self.inputs = [build_feature(c, "input") for c in input_cfgs]
+        self.outputs = [build_feature(c, "output") for c in output_cfgs]
+        names = [f.name for f in self.all]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise UserError(f"feature '{duplicates[0]}' is declared more than once; each column may be used once")
+
+    @property
+    def all(self) -> list[Feature]:
+        return [*self.inputs, *self.outputs]
+
+    @property
+    def columns(self) -> list[str]:
+        return [f.name for f in self.all]
+
+    def describe(self) -> list[dict]:
+        return [f.describe() for f in self.all]
+
+
+def fit_partial(frame: pd.DataFrame, row_ids: np.ndarray, features: FeatureSet) -> dict:
+    """Statistics of one partition of training rows."""
+    return {f.name: f.partial_stats(frame[f.name], row_ids) for f in features.all}
+
+
+def combine_partials(partials: list[dict], features: FeatureSet) -> dict:
+    return {f.name: f.combine([p[f.name] for p in partials]) for f in features.all}
+
+
+def transform_frame(
+    frame: pd.DataFrame, row_ids: np.ndarray, features: list[Feature], stats: dict
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Processed columns of one partition, and the mask of rows every feature keeps."""
+    columns: dict[str, Any] = {}
+    keep = np.ones(len(frame), dtype=bool)
+    for feature in features:
+        values, feature_keep = feature.transform(frame[feature.name], stats[feature.name], row_ids)
+        columns[feature.name] = values.array if isinstance(values, pd.Series) else values
+        keep &= feature_keep
+    columns[ROW_ID] = row_ids
+    return pd.DataFrame(columns), keep

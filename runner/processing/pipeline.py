@@ -1,0 +1,138 @@
+"""The one preprocessing path: read -> split -> fit on train -> transform -> cache.
+
+Engines only read and map partitions; every decision is made here and in
+features.py, so pandas, Dask and Modin produce the same cache entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from runner.errors import UserError
+from runner.processing.cache import PreprocessingCache, cache_key, write_meta
+from runner.processing.features import (
+    PREPROCESSING_VERSION,
+    ROW_ID,
+    FeatureSet,
+    combine_partials,
+    fit_partial,
+    transform_frame,
+)
+from runner.processing.source import DataSource
+from runner.processing.split import SPLIT_NAMES, assign_splits, validate_split
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Preprocessed:
+    entry: Path  # the cache entry directory
+    meta: dict
+    cache_hit: bool
+    seconds: float
+
+    def split_path(self, split: str) -> Path:
+        return self.entry / split
+
+
+def check_columns(available: list[str], features: list, source: DataSource, extra: list[str] = ()) -> None:
+    for feature in features:
+        if feature.name not in available:
+            raise UserError(
+                f"{feature.role} feature '{feature.name}' is not a column of {source.label}; "
+                f"available columns: {', '.join(map(str, available))}"
+            )
+    for column in extra:
+        if column not in available:
+            raise UserError(
+                f"split column '{column}' is not a column of {source.label}; "
+                f"available columns: {', '.join(map(str, available))}"
+            )
+
+
+def preprocess(processor, source: DataSource, features: FeatureSet, split: dict, cache_dir: str) -> Preprocessed:
+    """The cache entry for this data and config, built only when missing."""
+    validate_split(split)
+    started = time.perf_counter()
+    cache = PreprocessingCache(cache_dir)
+    key = cache_key(source.fingerprint(), features.describe(), split)
+    meta = cache.lookup(key)
+    if meta is None:
+        with cache.lock(key):
+            meta = cache.lookup(key)  # another run may have built it while we waited
+            if meta is None:
+                log.info("preprocessing %s with %s (cache miss, key %s)", source.label, processor.name, key)
+                with cache.staging(key) as staging:
+                    meta = _build(processor, source, features, split, staging, key)
+                seconds = time.perf_counter() - started
+                log.info("preprocessed in %.2fs: %s", seconds, _rows_line(meta))
+                return Preprocessed(cache.entry(key), meta, False, seconds)
+    seconds = time.perf_counter() - started
+    log.info("preprocessing skipped: cache hit %s (%s)", cache.entry(key), _rows_line(meta))
+    return Preprocessed(cache.entry(key), meta, True, seconds)
+
+
+def _rows_line(meta: dict) -> str:
+    return ", ".join(f"{name} {meta['rows'][name]} rows" for name in SPLIT_NAMES)
+
+
+def _build(processor, source, features: FeatureSet, split: dict, staging: Path, key: str) -> dict:
+    frame = processor.read(source)
+    split_columns = [split["column"]] if split["method"] == "column" else []
+    check_columns(processor.column_names(frame), features.all, source, split_columns)
+    frame = processor.select(frame, features.columns + [c for c in split_columns if c not in features.columns])
+
+    def row_ids(part: pd.DataFrame, offset: int) -> np.ndarray:
+        return np.arange(offset, offset + len(part), dtype=np.int64)
+
+    def fit(part: pd.DataFrame, offset: int) -> dict:
+        ids = row_ids(part, offset)
+        train = assign_splits(part, ids, split) == 0
+        return fit_partial(part[train], ids[train], features)
+
+    stats = combine_partials(processor.map_collect(frame, fit), features)
+
+    def transform(part: pd.DataFrame, offset: int) -> dict[str, pd.DataFrame]:
+        ids = row_ids(part, offset)
+        codes = assign_splits(part, ids, split)
+        processed, keep = transform_frame(part, ids, features.all, stats)
+        return {name: processed[keep & (codes == i)].reset_index(drop=True) for i, name in enumerate(SPLIT_NAMES)}
+
+    rows = processor.map_write(frame, transform, staging)
+    if rows.get("train", 0) == 0:
+        raise UserError(f"the training split of {source.label} is empty after preprocessing; check dataset.split")
+    meta = {
+        "version": PREPROCESSING_VERSION,
+        "key": key,
+        "source": source.label,
+        "fingerprint": source.fingerprint(),
+        "split": split,
+        "processor": processor.name,
+        "features": {f.name: {**f.describe(), "stats": stats[f.name]} for f in features.all},
+        "input_features": [f.name for f in features.inputs],
+        "output_features": [f.name for f in features.outputs],
+        "rows": {name: int(rows.get(name, 0)) for name in SPLIT_NAMES},
+    }
+    write_meta(staging, meta)
+    return meta
+
+
+def transform_raw(processor, source: DataSource, features: FeatureSet, stats: dict, with_outputs: bool) -> pd.DataFrame:
+    """Raw data processed with saved statistics (predict / evaluate on new data), in memory.
+    Keeps the raw row number in ROW_ID so predictions can be matched to their rows."""
+    chosen = features.all if with_outputs else features.inputs
+    frame = processor.read(source)
+    check_columns(processor.column_names(frame), chosen, source)
+
+    def transform(part: pd.DataFrame, offset: int) -> pd.DataFrame:
+        processed, keep = transform_frame(part, np.arange(offset, offset + len(part), dtype=np.int64), chosen, stats)
+        return processed[keep].reset_index(drop=True)
+
+    parts = processor.map_collect(processor.select(frame, [f.name for f in chosen]), transform)
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]

@@ -1,0 +1,102 @@
+"""Where the raw table comes from: a local path, an fsspec URL, or the built-in generator."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+import fsspec
+
+from runner.errors import UserError
+
+FORMATS = ("csv", "parquet")
+# Files up to this size are content-hashed for the cache key; larger ones use size + mtime.
+CONTENT_HASH_LIMIT = 256 * 1024 * 1024
+SYNTHETIC_VERSION = 1
+
+
+@dataclass
+class DataSource:
+    path: str | None
+    format: str | None = None
+    storage_options: dict = field(default_factory=dict)
+    synthetic_rows: int = 10000
+    synthetic_seed: int = 0
+
+    @classmethod
+    def from_config(cls, dataset: dict) -> DataSource:
+        source = cls(
+            path=dataset.get("path"),
+            format=dataset.get("format"),
+            storage_options=dict(dataset.get("storage_options") or {}),
+            synthetic_rows=int(dataset.get("synthetic_rows", 10000)),
+            synthetic_seed=int(dataset.get("synthetic_seed", 0)),
+        )
+        if source.path is not None:
+            source.format = source.format or infer_format(source.path)
+            if source.format not in FORMATS:
+                raise UserError(f"dataset.format={source.format} is not supported; use csv or parquet")
+        return source
+
+    @property
+    def is_synthetic(self) -> bool:
+        return self.path is None
+
+    @property
+    def label(self) -> str:
+        return f"synthetic({self.synthetic_rows} rows)" if self.is_synthetic else str(self.path)
+
+    def filesystem(self):
+        return fsspec.core.url_to_fs(os.path.expanduser(self.path), **self.storage_options)
+
+    def files(self) -> tuple[object, list[str]]:
+        """The filesystem and the data files (one file, or the files of a dataset directory)."""
+        fs, path = self.filesystem()
+        if not fs.exists(path):
+            raise UserError(f"dataset not found: {self.path}; set dataset.path to an existing CSV or Parquet file")
+        if fs.isdir(path):
+            suffix = "." + self.format
+            files = sorted(p for p in fs.find(path) if p.endswith(suffix) or self.format == "parquet" and p.endswith(".parq"))
+            if not files:
+                raise UserError(f"dataset directory {self.path} holds no .{self.format} files; point dataset.path at a file")
+            return fs, files
+        return fs, [path]
+
+    def fingerprint(self) -> dict:
+        """What identifies the raw data: path, size, modification time, content hash where cheap."""
+        if self.is_synthetic:
+            return {"synthetic": {"rows": self.synthetic_rows, "seed": self.synthetic_seed, "version": SYNTHETIC_VERSION}}
+        fs, files = self.files()
+        entries = []
+        for path in files:
+            info = fs.info(path)
+            entry = {"path": path, "size": info.get("size")}
+            mtime = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+            entry["mtime"] = str(mtime) if mtime is not None else None
+            if info.get("ETag"):
+                entry["etag"] = str(info["ETag"])
+            if (info.get("size") or 0) <= CONTENT_HASH_LIMIT and fs.protocol in ("file", ("file", "local")):
+                entry["blake2b"] = _content_hash(fs, path)
+            entries.append(entry)
+        return {"format": self.format, "files": entries}
+
+
+def infer_format(path: str) -> str:
+    name = path.rstrip("/").lower()
+    for suffix in (".csv.gz", ".csv.bz2", ".csv.zip", ".csv", ".tsv"):
+        if name.endswith(suffix):
+            return "csv"
+    if name.endswith((".parquet", ".parq", ".pq")):
+        return "parquet"
+    if "." not in os.path.basename(name):
+        return "parquet"  # a directory of Parquet files, as Spark and Dask write them
+    raise UserError(f"cannot tell the format of {path}; set dataset.format=csv or dataset.format=parquet")
+
+
+def _content_hash(fs, path: str) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    with fs.open(path, "rb") as handle:
+        while chunk := handle.read(8 * 1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,63 @@
+"""Train / validation / test assignment that does not depend on partitioning.
+
+Each row's split comes from a counter-based hash of (seed, global row number),
+so pandas, Dask and Modin assign every row the same split however the table is
+partitioned.
+"""
+
+import numpy as np
+import pandas as pd
+
+from runner.errors import UserError
+
+SPLIT_NAMES = ("train", "validation", "test")
+_COLUMN_VALUES = {
+    "train": 0, "training": 0, "0": 0,
+    "validation": 1, "val": 1, "valid": 1, "1": 1,
+    "test": 2, "2": 2,
+}
+
+
+def _uniform_from_ids(row_ids: np.ndarray, seed: int) -> np.ndarray:
+    """splitmix64 of (row id + seed) mapped to [0, 1)."""
+    with np.errstate(over="ignore"):
+        z = row_ids.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+def validate_split(split: dict) -> None:
+    method = split["method"]
+    if method == "random":
+        ratios = list(split["ratios"])
+        if len(ratios) != 3 or any(r < 0 for r in ratios) or abs(sum(ratios) - 1.0) > 1e-6:
+            raise UserError(
+                f"dataset.split.ratios={ratios} must be three non-negative numbers "
+                "(train, validation, test) that sum to 1, e.g. [0.7,0.15,0.15]"
+            )
+        if ratios[0] == 0:
+            raise UserError("dataset.split.ratios gives the training split no rows; make its first ratio > 0")
+    elif method == "column":
+        if not split.get("column"):
+            raise UserError("dataset.split.method=column needs dataset.split.column=<name of the split column>")
+    else:
+        raise UserError(f"unknown dataset.split.method '{method}'; use 'random' or 'column'")
+
+
+def assign_splits(frame: pd.DataFrame, row_ids: np.ndarray, split: dict) -> np.ndarray:
+    """Split code per row: 0 train, 1 validation, 2 test."""
+    if split["method"] == "random":
+        train, validation, _ = split["ratios"]
+        u = _uniform_from_ids(row_ids, int(split["seed"]))
+        return np.where(u < train, 0, np.where(u < train + validation, 1, 2)).astype(np.int8)
+    column = split["column"]
+    values = frame[column].astype(str).str.strip().str.lower()
+    codes = values.map(_COLUMN_VALUES)
+    if codes.isna().any():
+        bad = values[codes.isna()].iloc[0]
+        raise UserError(
+            f"split column '{column}' has value '{bad}'; use train/validation/test (or 0/1/2)"
+        )
+    return codes.to_numpy(dtype=np.int8)

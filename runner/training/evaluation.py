@@ -1,0 +1,76 @@
+"""From logits to metrics and to readable predictions, per output type."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from runner.model.layout import Layout, feature_from_meta
+from runner.training.metrics import METRICS, output_metrics
+
+
+class Decoders:
+    """Output features rebuilt from metadata, to map model outputs back to raw labels and units."""
+
+    def __init__(self, meta: dict):
+        self.features = {name: feature_from_meta(meta["features"][name]) for name in meta["output_features"]}
+        self.stats = {name: meta["features"][name]["stats"] for name in meta["output_features"]}
+
+    def denormalizer(self, name: str):
+        feature = self.features[name]
+        if feature.type_name != "number":
+            return None
+        return lambda v: feature.denormalize(v, self.stats[name])
+
+
+def metric_names(layout: Layout) -> list[str]:
+    return ["loss"] + [f"{spec.name}/{m}" for spec in layout.outputs for m in METRICS[spec.type]]
+
+
+def compute_metrics(layout: Layout, decoders: Decoders, logits: dict[str, np.ndarray],
+                    targets: dict[str, np.ndarray]) -> dict[str, float]:
+    metrics: dict[str, float] = {}
+    total = 0.0
+    for spec in layout.outputs:
+        values = output_metrics(spec.type, logits[spec.name], targets[spec.name], decoders.denormalizer(spec.name))
+        total += values.get("loss", 0.0)
+        metrics.update({f"{spec.name}/{k}": v for k, v in values.items()})
+    return {"loss": total, **metrics}
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def prediction_frame(layout: Layout, decoders: Decoders, logits: dict[str, np.ndarray], row_ids: np.ndarray,
+                     targets: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+    """One row per input row: the raw row number, each output's prediction (in the raw
+    labels or units), its probabilities, and the true value where known."""
+    columns: dict[str, np.ndarray] = {"row": row_ids}
+    for spec in layout.outputs:
+        z = logits[spec.name]
+        labels = np.asarray(spec.labels, dtype=object)
+        if spec.type == "binary":
+            probability = _sigmoid(z.reshape(-1).astype(np.float64))
+            columns[f"{spec.name}_prediction"] = labels[(probability > 0.5).astype(int)]
+            columns[f"{spec.name}_probability"] = probability
+            if targets is not None:
+                columns[spec.name] = labels[targets[spec.name].astype(int)]
+        elif spec.type == "category":
+            probabilities = _softmax(z.astype(np.float64))
+            columns[f"{spec.name}_prediction"] = labels[probabilities.argmax(axis=1)]
+            for i, label in enumerate(spec.labels):
+                columns[f"{spec.name}_probability_{label}"] = probabilities[:, i]
+            if targets is not None:
+                columns[spec.name] = labels[targets[spec.name]]
+        else:
+            denormalize = decoders.denormalizer(spec.name)
+            columns[f"{spec.name}_prediction"] = denormalize(z.reshape(-1).astype(np.float64))
+            if targets is not None:
+                columns[spec.name] = denormalize(targets[spec.name].astype(np.float64))
+    return pd.DataFrame(columns)
