@@ -1,0 +1,72 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from runner.config import register_configs
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+register_configs()
+
+# Tiny, fast training settings for tests that do not measure quality.
+FAST = ["trainer.epochs=3", "trainer.progress_bar=false"]
+
+
+def compose_config(overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 300):
+    """python run.py ... as a user runs it; returns the CompletedProcess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd or ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def cache_dir(tmp_path) -> Path:
+    return tmp_path / "cache"
+
+
+def mixed_table(rows: int, seed: int = 0) -> pd.DataFrame:
+    """Every input type (number, category, binary, text) and every output type
+    (binary, category, number), with targets the inputs explain."""
+    rng = np.random.default_rng(seed)
+    size = rng.normal(size=rows)
+    weight = rng.normal(size=rows)
+    shape = rng.choice(["round", "square", "star"], size=rows)
+    shiny = rng.random(rows) < 0.5
+    words = np.array(["good", "great", "fine", "bad", "awful", "poor"])
+    picks = rng.integers(0, 6, size=(rows, 3))
+    review = [" ".join(words[p]) for p in picks]
+    sentiment = (picks < 3).sum(axis=1) - 1.5
+    score = size + 0.5 * sentiment + np.where(shiny, 0.7, -0.7) + rng.normal(scale=0.2, size=rows)
+    grade = np.where(score > 0.8, "A", np.where(score > -0.8, "B", "C"))
+    frame = pd.DataFrame({
+        "size": size, "weight": weight, "shape": shape, "shiny": shiny, "review": review,
+        "good": score > 0, "grade": grade, "value": 3.0 * size + 2.0 * sentiment + 10.0,
+    })
+    frame.loc[frame.index % 17 == 3, "weight"] = np.nan
+    frame.loc[frame.index % 23 == 5, "shape"] = None
+    return frame
+
+
+MIXED_MODEL = [
+    "model.input_features=[{name:size,type:number},{name:weight,type:number},{name:shape,type:category},"
+    "{name:shiny,type:binary},{name:review,type:text}]",
+    "model.output_features=[{name:good,type:binary},{name:grade,type:category},{name:value,type:number}]",
+]
+
+
+@pytest.fixture(scope="session")
+def mixed_csv(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "mixed.csv"
+    mixed_table(3000).to_csv(path, index=False)
+    return path

@@ -1,0 +1,152 @@
+"""The preprocessing cache: hit, miss, rebuild, atomic publish, one build under concurrency."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT, compose_config
+from runner.commands import Run, run_command
+from runner.processing.engines import PandasProcessor
+
+
+def entries(cache_dir):
+    return sorted(p for p in cache_dir.iterdir() if (p / "meta.json").exists()) if cache_dir.exists() else []
+
+
+def preprocess(tmp_path, cache_dir, *overrides):
+    cfg = compose_config([f"cache_dir={cache_dir}", "command=preprocess", *overrides])
+    run_command(cfg, tmp_path / "run")
+
+
+@pytest.fixture
+def csv(tmp_path):
+    path = tmp_path / "data.csv"
+    from runner.processing.synthetic import make_synthetic
+
+    make_synthetic(500).to_csv(path, index=False)
+    return path
+
+
+def test_hit_skips_and_says_so(tmp_path, cache_dir, caplog):
+    caplog.set_level("INFO")
+    preprocess(tmp_path, cache_dir)
+    assert "cache miss" in caplog.text
+    first = entries(cache_dir)
+    stamp = (first[0] / "meta.json").stat().st_mtime_ns
+    caplog.clear()
+    preprocess(tmp_path, cache_dir)
+    assert "preprocessing skipped: cache hit" in caplog.text
+    assert entries(cache_dir) == first
+    assert (first[0] / "meta.json").stat().st_mtime_ns == stamp
+
+
+def test_training_options_reuse_the_entry(tmp_path, cache_dir):
+    preprocess(tmp_path, cache_dir)
+    for change in (["trainer.learning_rate=0.1", "trainer.epochs=2"], ["model.hidden_size=8"],
+                   ["model.input_features.4.embedding_size=3"], ["loader.shuffle=false"], ["seed=9"]):
+        preprocess(tmp_path, cache_dir, *change)
+        assert len(entries(cache_dir)) == 1, change
+
+
+def test_preprocessing_options_rebuild(tmp_path, cache_dir):
+    preprocess(tmp_path, cache_dir)
+    changes = [
+        ["+model.input_features.0.preprocessing.normalization=minmax"],
+        ["dataset.split.seed=1"],
+        ["dataset.split.ratios=[0.8,0.1,0.1]"],
+        ["dataset.synthetic_rows=2000"],
+        ["model.input_features=[{name:x1,type:number}]"],
+    ]
+    for i, change in enumerate(changes, start=2):
+        preprocess(tmp_path, cache_dir, *change)
+        assert len(entries(cache_dir)) == i, change
+
+
+def test_data_change_rebuilds(tmp_path, cache_dir, csv):
+    preprocess(tmp_path, cache_dir, f"dataset.path={csv}")
+    preprocess(tmp_path, cache_dir, f"dataset.path={csv}")
+    assert len(entries(cache_dir)) == 1
+    frame = pd.read_csv(csv)
+    frame.loc[0, "x1"] = 123.0  # same size is possible; the content hash still changes
+    frame.to_csv(csv, index=False)
+    preprocess(tmp_path, cache_dir, f"dataset.path={csv}")
+    assert len(entries(cache_dir)) == 2
+
+
+def test_entry_contents(tmp_path, cache_dir):
+    preprocess(tmp_path, cache_dir)
+    (entry,) = entries(cache_dir)
+    meta = json.loads((entry / "meta.json").read_text())
+    total = 0
+    for split in ("train", "validation", "test"):
+        table = pq.read_table(entry / split)
+        assert table.num_rows == meta["rows"][split]
+        total += table.num_rows
+    assert total == 10000
+    assert meta["features"]["color"]["stats"]["vocab"][0] in {"red", "green", "blue", "yellow", "purple"}
+    # Statistics come from the training split only.
+    train_rows = meta["rows"]["train"]
+    assert 0.65 * 10000 < train_rows < 0.75 * 10000
+
+
+class FailingProcessor(PandasProcessor):
+    """Writes the first split, then fails: the crash the cache must survive."""
+
+    def map_write(self, frame, fn, out_dir):
+        parts = fn(frame, 0)
+        from runner.processing.engines import write_parquet
+
+        write_parquet(parts["train"], out_dir / "train", 0)
+        raise OSError("disk full")
+
+
+def test_failed_build_leaves_nothing_readable(tmp_path, cache_dir):
+    cfg = compose_config([f"cache_dir={cache_dir}", "command=preprocess"])
+    run = Run(cfg, tmp_path / "run")
+    run.processor = FailingProcessor()
+    from runner.commands import command_preprocess
+
+    with pytest.raises(OSError):
+        command_preprocess(run)
+    assert entries(cache_dir) == []
+    assert not list(cache_dir.glob(".tmp-*"))
+    preprocess(tmp_path, cache_dir)  # and the next run builds it normally
+    assert len(entries(cache_dir)) == 1
+
+
+def test_killed_build_is_never_read(tmp_path, cache_dir):
+    """SIGKILL a real preprocessing run mid-build: no complete-looking entry appears,
+    and the next run rebuilds."""
+    args = [sys.executable, str(ROOT / "run.py"), "command=preprocess", f"cache_dir={cache_dir}",
+            "dataset.synthetic_rows=1500000", f"hydra.run.dir={tmp_path / 'killed'}"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and not list(cache_dir.glob(".tmp-*/*")):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert list(cache_dir.glob(".tmp-*")), "the build was not caught in the middle"
+    assert entries(cache_dir) == []
+    preprocess(tmp_path, cache_dir, "dataset.synthetic_rows=1500000")
+    assert len(entries(cache_dir)) == 1
+
+
+def test_concurrent_runs_build_once(tmp_path, cache_dir):
+    """Two runs started together: one builds, the other waits and reuses it."""
+    procs = [
+        subprocess.Popen([sys.executable, str(ROOT / "run.py"), "command=preprocess", f"cache_dir={cache_dir}",
+                          "dataset.synthetic_rows=300000", f"hydra.run.dir={tmp_path / str(i)}"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i in range(3)
+    ]
+    logs = [p.communicate(timeout=240)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), logs
+    assert sum("cache miss" in log for log in logs) == 1, logs
+    assert sum("cache hit" in log for log in logs) == 2, logs
+    assert len(entries(cache_dir)) == 1
