@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,7 +105,6 @@ def command_train(run: Run) -> dict:
 
 
 def command_experiment(run: Run) -> dict:
-    from runner.loading.tensors import TensorTable
     from runner.training.evaluation import Decoders, compute_metrics, prediction_frame
     from runner.training.loop import predict_logits
 
@@ -141,16 +139,14 @@ def _majority_baseline(layout, meta: dict, targets: dict[str, np.ndarray]) -> di
 
 
 def _saved_model(run: Run):
-    from runner.model.layout import Layout, feature_from_meta
+    from runner.model.layout import Layout
     from runner.training.loop import build_model
 
     state, meta, model_cfg = outputs.load_model_dir(run.cfg.model_dir)
     layout = Layout.from_meta(meta, model_cfg)
     model = build_model(layout, model_cfg)
     model.load_state_dict(state)
-    features = FeatureSet.__new__(FeatureSet)
-    features.inputs = [feature_from_meta(meta["features"][n]) for n in meta["input_features"]]
-    features.outputs = [feature_from_meta(meta["features"][n]) for n in meta["output_features"]]
+    features = FeatureSet.from_meta(meta)
     stats = {name: info["stats"] for name, info in meta["features"].items()}
     return model, layout, meta, features, stats
 
@@ -198,9 +194,3 @@ def _finish(run: Run, metrics: dict, extra: dict) -> None:
         if (run.run_dir / name).exists():
             locations[label] = str(run.run_dir / name)
     print(outputs.format_summary(metrics, locations))
-
-
-def timed(fn):
-    started = time.perf_counter()
-    value = fn()
-    return value, time.perf_counter() - started

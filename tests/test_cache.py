@@ -9,8 +9,8 @@ import time
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import ROOT, compose_config
+
 from runner.commands import Run, run_command
 from runner.processing.engines import PandasProcessor
 

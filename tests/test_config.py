@@ -1,10 +1,9 @@
 """Every option of every config group composes and instantiates; schema errors name the key."""
 
 import pytest
+from conftest import CONF, compose_config
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
-
-from conftest import CONF, compose_config
 
 GROUPS = ["backend", "processor", "trainer", "loader", "dataset", "model"]
 INSTANTIATED = {"backend", "processor", "trainer", "loader"}

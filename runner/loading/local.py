@@ -22,8 +22,8 @@ class LocalLoader:
         """A split's rows for this worker: every world_size-th row, starting at rank."""
         table = pq.read_table(str(split_dir))
         if world_size > 1:
-            import pyarrow.compute as pc
             import numpy as np
+            import pyarrow.compute as pc
 
             table = table.take(pc.cast(np.arange(rank, table.num_rows, world_size), "int64"))
         return TensorTable.from_arrow(table, layout)

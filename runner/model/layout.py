@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runner.processing.features import build_feature
-
 
 @dataclass
 class OutputSpec:
@@ -57,9 +55,4 @@ def _feature_embedding(model_cfg: dict, name: str) -> int | None:
         if feature["name"] == name:
             return feature.get("embedding_size")
     return None
-
-
-def feature_from_meta(info: dict):
-    """Rebuild a Feature object (for decoding) from its saved description."""
-    return build_feature({"name": info["name"], "type": info["type"], "preprocessing": info["preprocessing"]}, info["role"])
 

@@ -336,6 +336,15 @@ class FeatureSet:
         if duplicates:
             raise UserError(f"feature '{duplicates[0]}' is declared more than once; each column may be used once")
 
+    @classmethod
+    def from_meta(cls, meta: dict) -> FeatureSet:
+        """The features a cache entry or saved model was built with."""
+        def described(name: str) -> dict:
+            info = meta["features"][name]
+            return {"name": name, "type": info["type"], "preprocessing": info["preprocessing"]}
+
+        return cls([described(n) for n in meta["input_features"]], [described(n) for n in meta["output_features"]])
+
     @property
     def all(self) -> list[Feature]:
         return [*self.inputs, *self.outputs]

@@ -18,7 +18,6 @@ from runner.errors import UserError
 from runner.processing.cache import PreprocessingCache, cache_key, write_meta
 from runner.processing.features import (
     PREPROCESSING_VERSION,
-    ROW_ID,
     FeatureSet,
     combine_partials,
     fit_partial,

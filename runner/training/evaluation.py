@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from runner.model.layout import Layout, feature_from_meta
+from runner.model.layout import Layout
+from runner.processing.features import FeatureSet
 from runner.training.metrics import METRICS, output_metrics
 
 
@@ -13,7 +14,7 @@ class Decoders:
     """Output features rebuilt from metadata, to map model outputs back to raw labels and units."""
 
     def __init__(self, meta: dict):
-        self.features = {name: feature_from_meta(meta["features"][name]) for name in meta["output_features"]}
+        self.features = {f.name: f for f in FeatureSet.from_meta(meta).outputs}
         self.stats = {name: meta["features"][name]["stats"] for name in meta["output_features"]}
 
     def denormalizer(self, name: str):

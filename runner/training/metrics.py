@@ -14,7 +14,7 @@ LOWER_IS_BETTER = ("loss", "mse", "mae")
 
 
 def higher_is_better(metric: str) -> bool:
-    return not metric.split("/")[-1] in LOWER_IS_BETTER
+    return metric.split("/")[-1] not in LOWER_IS_BETTER
 
 
 def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:

@@ -1,0 +1,176 @@
+"""The training loop: every feature type end to end, determinism, resume, early stopping, outputs."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import FAST, MIXED_MODEL, ROOT, compose_config
+from sklearn.datasets import load_diabetes, load_wine
+
+from runner.commands import run_command
+
+
+def experiment(run_dir, cache_dir, *overrides):
+    cfg = compose_config([f"cache_dir={cache_dir}", "trainer.progress_bar=false", *overrides])
+    return run_command(cfg, run_dir)
+
+
+def test_every_feature_type_end_to_end(tmp_path, cache_dir, mixed_csv):
+    metrics = experiment(tmp_path / "run", cache_dir, f"dataset.path={mixed_csv}", *MIXED_MODEL,
+                         "trainer.epochs=25")
+    test = metrics["test"]
+    assert test["good/roc_auc"] > 0.9
+    assert test["grade/accuracy"] > metrics["baseline"]["grade/accuracy"] + 0.2
+    assert 0 < test["grade/macro_f1"] <= 1
+    assert test["value/r2"] > 0.8
+    assert {"value/mse", "value/mae", "good/accuracy", "good/loss", "grade/loss"} <= set(test)
+    predictions = pd.read_parquet(tmp_path / "run" / "predictions.parquet")
+    assert {"row", "good_prediction", "good_probability", "grade_prediction", "grade_probability_A",
+            "grade_probability_B", "grade_probability_C", "value_prediction", "value"} <= set(predictions.columns)
+    probs = predictions[["grade_probability_A", "grade_probability_B", "grade_probability_C"]].sum(axis=1)
+    assert np.allclose(probs, 1.0)
+    assert set(predictions["grade_prediction"]) <= {"A", "B", "C"}
+    raw = pd.read_csv(mixed_csv)
+    # Predictions are in raw units and matched to their raw rows.
+    err = (predictions["value_prediction"] - raw.loc[predictions["row"], "value"].to_numpy()).abs().mean()
+    assert err < 1.5
+
+
+def test_real_multiclass_and_regression_datasets(tmp_path, cache_dir):
+    wine = load_wine(as_frame=True).frame
+    wine["target"] = wine["target"].map({0: "barolo", 1: "grignolino", 2: "barbera"})
+    wine.to_csv(tmp_path / "wine.csv", index=False)
+    inputs = ",".join(f"{{name:{c},type:number}}" for c in wine.columns if c != "target")
+    m = experiment(tmp_path / "wine", cache_dir, f"dataset.path={tmp_path / 'wine.csv'}",
+                   f"model.input_features=[{inputs}]", "model.output_features=[{name:target,type:category}]",
+                   "trainer.epochs=40", "trainer.batch_size=32")
+    assert m["test"]["target/accuracy"] > 0.85
+
+    diabetes = load_diabetes(as_frame=True, scaled=False).frame
+    diabetes.to_parquet(tmp_path / "diabetes.parquet")
+    inputs = ",".join(f"{{name:{c},type:number}}" for c in diabetes.columns if c not in ("target", "sex"))
+    m = experiment(tmp_path / "diabetes", cache_dir, f"dataset.path={tmp_path / 'diabetes.parquet'}",
+                   f"model.input_features=[{inputs},{{name:sex,type:category}}]",
+                   "model.output_features=[{name:target,type:number}]", "trainer.epochs=60",
+                   "trainer.batch_size=32", "trainer.early_stopping.metric=target/mse")
+    assert m["test"]["target/r2"] > 0.3  # the usual linear baseline on this data is ~0.45
+
+
+def test_same_seed_same_metrics(tmp_path, cache_dir):
+    a = experiment(tmp_path / "a", cache_dir, *FAST, "model.dropout=0.1")
+    b = experiment(tmp_path / "b", cache_dir, *FAST, "model.dropout=0.1")
+    c = experiment(tmp_path / "c", cache_dir, *FAST, "model.dropout=0.1", "seed=1")
+    assert a == b
+    assert a["test"] != c["test"]
+
+
+def history(run_dir):
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def test_resume_continues_exactly(tmp_path, cache_dir):
+    """Train 6 epochs straight, or 3 then resume to 6: the same model and metrics."""
+    common = ["trainer.early_stopping.patience=0", "model.dropout=0.1", "dataset.synthetic_rows=3000"]
+    straight = experiment(tmp_path / "straight", cache_dir, *common, "trainer.epochs=6")
+    experiment(tmp_path / "first", cache_dir, *common, "trainer.epochs=3")
+    resumed = experiment(tmp_path / "resumed", cache_dir, *common, "trainer.epochs=6",
+                         f"trainer.resume_from={tmp_path / 'first'}")
+    assert resumed == straight
+    report = history(tmp_path / "resumed")["training"]
+    assert report["resumed_at_epoch"] == 3 and report["epochs_run"] == 6
+
+
+def test_resume_after_a_real_kill(tmp_path, cache_dir):
+    run_dir = tmp_path / "killed"
+    args = ["trainer.epochs=200", "trainer.early_stopping.patience=0", "dataset.synthetic_rows=40000",
+            "trainer.progress_bar=false", f"cache_dir={cache_dir}"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={run_dir}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    last = run_dir / "checkpoints" / "last.pt"
+    deadline = time.time() + 120
+    while time.time() < deadline and not last.exists():
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert last.exists() and not (run_dir / "model").exists()
+    import torch
+
+    done = torch.load(last, weights_only=False)["epoch"]
+    assert 1 <= done < 200
+    result = subprocess.run([sys.executable, str(ROOT / "run.py"), *args[:-1], "trainer.epochs=" + str(done + 2),
+                             f"cache_dir={cache_dir}", f"trainer.resume_from={run_dir}",
+                             f"hydra.run.dir={tmp_path / 'resumed'}"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert f"after epoch {done}" in result.stdout + result.stderr
+    report = history(tmp_path / "resumed")["training"]
+    assert report["resumed_at_epoch"] == done and report["epochs_run"] == done + 2
+
+
+def test_early_stopping_on_a_chosen_metric(tmp_path, cache_dir):
+    m = experiment(tmp_path / "run", cache_dir, "trainer.epochs=60", "trainer.learning_rate=0.03",
+                   "trainer.early_stopping.metric=label/roc_auc", "trainer.early_stopping.patience=2")
+    report = history(tmp_path / "run")["training"]
+    assert report["stopped_early"] and report["epochs_run"] < 60
+    assert report["epochs_run"] == report["best_epoch"] + 2
+    assert report["monitor"] == "label/roc_auc"
+    assert m["validation"]["label/roc_auc"] > 0.8
+
+
+def test_unknown_early_stopping_metric(tmp_path, cache_dir):
+    from runner.errors import UserError
+
+    with pytest.raises(UserError, match="label/roc_auc"):
+        experiment(tmp_path / "run", cache_dir, *FAST, "trainer.early_stopping.metric=label/f1")
+
+
+def test_run_outputs(tmp_path, cache_dir):
+    run_dir = tmp_path / "run"
+    experiment(run_dir, cache_dir, *FAST, "trainer.checkpoint_every=2")
+    for name in ("model/weights.pt", "model/meta.json", "model/config.yaml", "checkpoints/best.pt",
+                 "checkpoints/last.pt", "metrics.json", "predictions.parquet", "learning_curves.png"):
+        assert (run_dir / name).is_file(), name
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss", "validation/loss", "validation/label/roc_auc", "learning_rate"} <= tags
+    assert len(events.Scalars("validation/loss")) == 3
+    png = (run_dir / "learning_curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000
+
+
+def test_predict_and_evaluate_on_raw_data_without_the_cache(tmp_path, cache_dir):
+    from runner.processing.synthetic import make_synthetic
+
+    experiment(tmp_path / "train", cache_dir, "trainer.epochs=15")
+    import shutil
+
+    shutil.rmtree(cache_dir)
+    new = make_synthetic(400)
+    new.loc[0, "color"] = "ultraviolet"  # unseen category -> unknown
+    new.loc[1, "x4"] = None
+    new.drop(columns=["label"]).to_csv(tmp_path / "new.csv", index=False)
+    new.to_csv(tmp_path / "labelled.csv", index=False)
+    model_dir = tmp_path / "train" / "model"
+    experiment(tmp_path / "predict", cache_dir, "command=predict", f"model_dir={model_dir}",
+               f"dataset.path={tmp_path / 'new.csv'}")
+    predictions = pd.read_parquet(tmp_path / "predict" / "predictions.parquet")
+    assert len(predictions) == 400
+    assert predictions["row"].tolist() == list(range(400))
+    assert set(predictions["label_prediction"]) <= {"True", "False"}
+    assert predictions["label_probability"].between(0, 1).all()
+    metrics = experiment(tmp_path / "evaluate", cache_dir, "command=evaluate", f"model_dir={model_dir}",
+                         f"dataset.path={tmp_path / 'labelled.csv'}")
+    assert metrics["evaluation"]["label/roc_auc"] > 0.85
+    saved = history(tmp_path / "evaluate")
+    assert saved["rows"] == 400 and saved["evaluation"] == metrics["evaluation"]
+    accuracy = (predictions["label_prediction"] == new["label"].astype(str)).mean()
+    assert accuracy == pytest.approx(metrics["evaluation"]["label/accuracy"])
+    assert not cache_dir.exists() or not any(cache_dir.iterdir())  # predict never touched the cache
