@@ -16,6 +16,7 @@ from runner.errors import UserError
 from runner.processing.features import FeatureSet
 from runner.processing.pipeline import Preprocessed, preprocess, transform_raw
 from runner.processing.source import DataSource
+from runner.storage import load_credentials
 
 log = logging.getLogger(__name__)
 COMMANDS = ("experiment", "preprocess", "train", "evaluate", "predict")
@@ -37,6 +38,10 @@ class Run:
         self.backend = instantiate(self.cfg.backend, _convert_="all")
         self.source = DataSource.from_config(OmegaConf.to_container(self.cfg.dataset, resolve=True))
         self.model_cfg = OmegaConf.to_container(self.cfg.model, resolve=True)
+        credentials = self.cfg.get("cache_credentials")
+        if isinstance(credentials, DictConfig):
+            credentials = OmegaConf.to_container(credentials, resolve=True)
+        self.cache_options = load_credentials(credentials)
 
 
 def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
@@ -55,12 +60,12 @@ def _features(run: Run) -> FeatureSet:
 
 def _preprocess(run: Run) -> Preprocessed:
     split = OmegaConf.to_container(run.cfg.dataset.split, resolve=True)
-    return preprocess(run.processor, run.source, _features(run), split, run.cfg.cache_dir)
+    return preprocess(run.processor, run.source, _features(run), split, run.cfg.cache_dir, run.cache_options)
 
 
 def command_preprocess(run: Run) -> dict:
     pre = _preprocess(run)
-    print(f"processed splits: {pre.entry} ({', '.join(f'{k} {v}' for k, v in pre.meta['rows'].items())} rows)"
+    print(f"processed splits: {pre.entry.url} ({', '.join(f'{k} {v}' for k, v in pre.meta['rows'].items())} rows)"
           + (" [cache hit]" if pre.cache_hit else ""))
     return {}
 
@@ -69,7 +74,7 @@ def _train(run: Run, pre: Preprocessed):
     from runner.model.layout import Layout
     from runner.training.loop import TrainingJob
 
-    job = TrainingJob(str(pre.entry), pre.meta, run.model_cfg, run.trainer.settings, run.loader, str(run.run_dir))
+    job = TrainingJob(pre.entry, pre.meta, run.model_cfg, run.trainer.settings, run.loader, str(run.run_dir))
     result = run.trainer.fit(job, run.backend)
     layout = Layout.from_meta(pre.meta, run.model_cfg)
     outputs.save_model(run.run_dir / "model", result.model, pre.meta, run.cfg)
@@ -92,7 +97,7 @@ def _training_report(result, pre: Preprocessed) -> dict:
         "train_samples_per_second": result.samples_seen / max(result.train_seconds, 1e-9),
         "preprocessing_seconds": pre.seconds,
         "cache_hit": pre.cache_hit,
-        "cache_entry": str(pre.entry),
+        "cache_entry": pre.entry.url,
     }
 
 

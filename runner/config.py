@@ -107,6 +107,9 @@ class RunConfig:
     seed: int = 42
     # Where processed splits live, keyed by a checksum of data + preprocessing config.
     cache_dir: str = "${oc.env:TABULAR_RUNNER_CACHE,'~/.cache/tabular-runner'}"
+    # Storage options for an object-storage cache_dir: a mapping (key, secret,
+    # endpoint_url, ...) or the path of a JSON file holding one. Never logged.
+    cache_credentials: Any = None
     # A trained model's directory (<run>/model) for command=predict|evaluate.
     model_dir: str | None = None
 

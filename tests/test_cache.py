@@ -85,7 +85,7 @@ def test_entry_contents(tmp_path, cache_dir):
     meta = json.loads((entry / "meta.json").read_text())
     total = 0
     for split in ("train", "validation", "test"):
-        table = pq.read_table(entry / split)
+        table = pq.read_table(entry / meta["data"] / split)
         assert table.num_rows == meta["rows"][split]
         total += table.num_rows
     assert total == 10000
@@ -98,11 +98,10 @@ def test_entry_contents(tmp_path, cache_dir):
 class FailingProcessor(PandasProcessor):
     """Writes the first split, then fails: the crash the cache must survive."""
 
-    def map_write(self, frame, fn, out_dir):
-        parts = fn(frame, 0)
-        from runner.processing.engines import write_parquet
+    def map_write(self, frame, fn, out):
+        from runner.processing.engines import write_splits
 
-        write_parquet(parts["train"], out_dir / "train", 0)
+        write_splits({"train": fn(frame, 0)["train"]}, out, 0)
         raise OSError("disk full")
 
 
@@ -115,7 +114,7 @@ def test_failed_build_leaves_nothing_readable(tmp_path, cache_dir):
     with pytest.raises(OSError):
         command_preprocess(run)
     assert entries(cache_dir) == []
-    assert not list(cache_dir.glob(".tmp-*"))
+    assert not list(cache_dir.glob("*/data-*")), "the failed build's files were left behind"
     preprocess(tmp_path, cache_dir)  # and the next run builds it normally
     assert len(entries(cache_dir)) == 1
 
@@ -127,11 +126,11 @@ def test_killed_build_is_never_read(tmp_path, cache_dir):
             "dataset.synthetic_rows=1500000", f"hydra.run.dir={tmp_path / 'killed'}"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
-    while time.time() < deadline and not list(cache_dir.glob(".tmp-*/*")):
+    while time.time() < deadline and not list(cache_dir.glob("*/data-*/*")):
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert list(cache_dir.glob(".tmp-*")), "the build was not caught in the middle"
+    assert list(cache_dir.glob("*/data-*")), "the build was not caught in the middle"
     assert entries(cache_dir) == []
     preprocess(tmp_path, cache_dir, "dataset.synthetic_rows=1500000")
     assert len(entries(cache_dir)) == 1

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
-
-import pyarrow.parquet as pq
 
 from runner.loading.tensors import TensorTable
 from runner.model.layout import Layout
+from runner.storage import Location
 
 
 class LocalLoader:
@@ -18,9 +16,9 @@ class LocalLoader:
         self.drop_last = bool(drop_last)
         self.eval_batch_size = int(eval_batch_size)
 
-    def load(self, split_dir: str | Path, layout: Layout, rank: int = 0, world_size: int = 1) -> TensorTable:
+    def load(self, split: Location, layout: Layout, rank: int = 0, world_size: int = 1) -> TensorTable:
         """A split's rows for this worker: every world_size-th row, starting at rank."""
-        table = pq.read_table(str(split_dir))
+        table = split.read_table()
         if world_size > 1:
             import numpy as np
             import pyarrow.compute as pc

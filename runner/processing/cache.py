@@ -1,14 +1,18 @@
 """The preprocessing cache: processed splits as Parquet plus meta.json.
 
-Layout: <cache_dir>/<key>/{train,validation,test}/part-*.parquet and meta.json.
+Layout: <cache_dir>/<key>/meta.json and <cache_dir>/<key>/data-<id>/{train,validation,test}/part-*.parquet.
+cache_dir may be local or an fsspec URL (s3://bucket/prefix).
+
 The key hashes the raw data's fingerprint and everything that changes the
 processed data (feature preprocessing, split settings, PREPROCESSING_VERSION),
 nothing else, so a training-only change reuses the entry.
 
-An entry is built in a temporary sibling directory and published with one
-rename; meta.json is written last, and an entry without it is never read. A
-lock file makes concurrent runs (sweep trials) wait for one build instead of
-repeating it.
+Publishing is atomic on any filesystem: the splits are written into a fresh
+data-<id> directory first, and meta.json, one small file written last (a rename
+locally, a single PUT on object storage), names it. An entry without meta.json,
+or a data directory that meta.json does not name, is never read. A lock file
+makes runs on this machine that want the same entry (sweep trials) wait for
+one build instead of repeating it.
 """
 
 from __future__ import annotations
@@ -19,53 +23,55 @@ import hashlib
 import json
 import logging
 import os
-import shutil
-import time
+import tempfile
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 from runner.processing.features import PREPROCESSING_VERSION
+from runner.storage import Location
 
 log = logging.getLogger(__name__)
 META_FILE = "meta.json"
-STALE_TMP_SECONDS = 24 * 3600
 
 
 def cache_key(fingerprint: dict, features: list[dict], split: dict) -> str:
-    payload = {
-        "version": PREPROCESSING_VERSION,
-        "data": fingerprint,
-        "features": features,
-        "split": split,
-    }
+    payload = {"version": PREPROCESSING_VERSION, "data": fingerprint, "features": features, "split": split}
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:20]
 
 
-def read_meta(entry: Path) -> dict | None:
-    try:
-        meta = json.loads((entry / META_FILE).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    return meta if meta.get("version") == PREPROCESSING_VERSION else None
-
-
 class PreprocessingCache:
-    def __init__(self, cache_dir: str):
-        self.root = Path(os.path.expanduser(cache_dir)).absolute()
+    def __init__(self, cache_dir: str, storage_options: dict | None = None):
+        self.root = Location(cache_dir, dict(storage_options or {}))
 
-    def entry(self, key: str) -> Path:
-        return self.root / key
+    def entry(self, key: str) -> Location:
+        return self.root.join(key)
 
     def lookup(self, key: str) -> dict | None:
-        return read_meta(self.entry(key))
+        """The entry's metadata when it is complete and of this code's version."""
+        entry = self.entry(key)
+        try:
+            with entry.fs.open(f"{entry.path}/{META_FILE}", "rb") as handle:
+                meta = json.loads(handle.read())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        if meta.get("version") != PREPROCESSING_VERSION or not entry.fs.exists(f"{entry.path}/{meta['data']}"):
+            return None
+        return meta
+
+    def splits(self, key: str, meta: dict) -> Location:
+        """The directory holding the entry's split directories."""
+        return self.entry(key).join(meta["data"])
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
-        locks = self.root / ".locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        with open(locks / f"{key}.lock", "w") as handle:
+        if self.root.is_local:
+            locks = os.path.join(self.root.path, ".locks")
+        else:  # object storage has no locks: serialize the builds of this machine
+            digest = hashlib.sha256(self.root.url.encode()).hexdigest()[:12]
+            locks = os.path.join(tempfile.gettempdir(), "tabular-runner-locks", digest)
+        os.makedirs(locks, exist_ok=True)
+        with open(os.path.join(locks, f"{key}.lock"), "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
@@ -73,36 +79,38 @@ class PreprocessingCache:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
-    def staging(self, key: str) -> Iterator[Path]:
-        """A fresh directory to build the entry in; published atomically on success,
-        removed on any failure."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._remove_stale_staging()
-        tmp = self.root / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
+    def staging(self, key: str) -> Iterator[tuple[Location, callable]]:
+        """(a fresh data directory, publish(meta)). Anything not published is removed."""
+        entry = self.entry(key)
+        data_name = f"data-{uuid.uuid4().hex[:12]}"
+        data = entry.join(data_name)
+        published = []
+
+        def publish(meta: dict) -> None:
+            meta = {**meta, "data": data_name}
+            blob = json.dumps(meta, indent=2, sort_keys=True, default=str).encode()
+            if entry.is_local:
+                tmp = f"{entry.path}/{META_FILE}.{data_name}.tmp"
+                with open(tmp, "wb") as handle:
+                    handle.write(blob)
+                os.replace(tmp, f"{entry.path}/{META_FILE}")
+            else:
+                entry.fs.pipe_file(f"{entry.path}/{META_FILE}", blob)
+            published.append(meta)
+
+        entry.fs.makedirs(entry.path, exist_ok=True)
         try:
-            yield tmp
-            if not (tmp / META_FILE).exists():
-                raise RuntimeError("a cache entry was staged without meta.json")
-            final = self.entry(key)
-            if final.exists():  # an older, unreadable entry (other version): replace it
-                shutil.rmtree(final)
-            os.rename(tmp, final)
+            yield data, publish
         finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-
-    def _remove_stale_staging(self) -> None:
-        now = time.time()
-        for path in self.root.glob(".tmp-*"):
-            try:
-                if now - path.stat().st_mtime > STALE_TMP_SECONDS:
-                    shutil.rmtree(path, ignore_errors=True)
-            except FileNotFoundError:
-                pass
+            if not published:
+                _remove(data)
+        # The entry now names this build; older unpublished or superseded builds go.
+        for path in entry.fs.ls(entry.path, detail=False):
+            name = path.rstrip("/").rsplit("/", 1)[-1]
+            if name.startswith("data-") and name != data_name:
+                _remove(entry.join(name))
 
 
-def write_meta(directory: Path, meta: dict) -> None:
-    tmp = directory / (META_FILE + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, directory / META_FILE)
+def _remove(location: Location) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        location.fs.rm(location.path, recursive=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -17,6 +16,7 @@ import pyarrow.parquet as pq
 from runner.errors import UserError
 from runner.processing.source import DataSource
 from runner.processing.synthetic import make_synthetic
+from runner.storage import Location
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,12 @@ def read_arrow(source: DataSource) -> pa.Table:
     return table
 
 
-def write_parquet(frame: pd.DataFrame, directory: Path, part: int) -> int:
-    directory.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), directory / f"part-{part:05d}.parquet")
-    return len(frame)
+def write_splits(parts: dict[str, pd.DataFrame], out: Location, part: int) -> dict[str, int]:
+    """Each split's processed rows of one partition -> out/<split>/part-<n>.parquet.
+    Every split gets a file, empty or not, so readers always find a schema."""
+    for split, frame in parts.items():
+        out.join(split).write_parquet(pa.Table.from_pandas(frame, preserve_index=False), f"part-{part:05d}.parquet")
+    return {split: len(frame) for split, frame in parts.items()}
 
 
 class PandasProcessor:
@@ -70,6 +72,6 @@ class PandasProcessor:
     def map_collect(self, frame: pd.DataFrame, fn: PartitionFn) -> list[Any]:
         return [fn(frame, 0)]
 
-    def map_write(self, frame: pd.DataFrame, fn: PartitionFn, out_dir: Path) -> dict[str, int]:
-        """fn returns {split name: processed frame}; each is written under out_dir/<split>/."""
-        return {split: write_parquet(part, out_dir / split, 0) for split, part in fn(frame, 0).items()}
+    def map_write(self, frame: pd.DataFrame, fn: PartitionFn, out: Location) -> dict[str, int]:
+        """fn returns {split name: processed frame}; each is written under out/<split>/."""
+        return write_splits(fn(frame, 0), out, 0)

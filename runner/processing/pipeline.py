@@ -9,13 +9,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
-from runner.processing.cache import PreprocessingCache, cache_key, write_meta
+from runner.processing.cache import PreprocessingCache, cache_key
 from runner.processing.features import (
     PREPROCESSING_VERSION,
     FeatureSet,
@@ -25,19 +24,20 @@ from runner.processing.features import (
 )
 from runner.processing.source import DataSource
 from runner.processing.split import SPLIT_NAMES, assign_splits, validate_split
+from runner.storage import Location
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Preprocessed:
-    entry: Path  # the cache entry directory
+    entry: Location  # the directory holding the split directories
     meta: dict
     cache_hit: bool
     seconds: float
 
-    def split_path(self, split: str) -> Path:
-        return self.entry / split
+    def split_path(self, split: str) -> Location:
+        return self.entry.join(split)
 
 
 def check_columns(available: list[str], features: list, source: DataSource, extra: list[str] = ()) -> None:
@@ -55,11 +55,12 @@ def check_columns(available: list[str], features: list, source: DataSource, extr
             )
 
 
-def preprocess(processor, source: DataSource, features: FeatureSet, split: dict, cache_dir: str) -> Preprocessed:
+def preprocess(processor, source: DataSource, features: FeatureSet, split: dict, cache_dir: str,
+               cache_options: dict | None = None) -> Preprocessed:
     """The cache entry for this data and config, built only when missing."""
     validate_split(split)
     started = time.perf_counter()
-    cache = PreprocessingCache(cache_dir)
+    cache = PreprocessingCache(cache_dir, cache_options)
     key = cache_key(source.fingerprint(), features.describe(), split)
     meta = cache.lookup(key)
     if meta is None:
@@ -67,21 +68,23 @@ def preprocess(processor, source: DataSource, features: FeatureSet, split: dict,
             meta = cache.lookup(key)  # another run may have built it while we waited
             if meta is None:
                 log.info("preprocessing %s with %s (cache miss, key %s)", source.label, processor.name, key)
-                with cache.staging(key) as staging:
-                    meta = _build(processor, source, features, split, staging, key)
+                with cache.staging(key) as (data, publish):
+                    meta = _build(processor, source, features, split, data, key)
+                    publish(meta)
+                meta = cache.lookup(key)
                 seconds = time.perf_counter() - started
                 log.info("preprocessed in %.2fs: %s", seconds, _rows_line(meta))
-                return Preprocessed(cache.entry(key), meta, False, seconds)
+                return Preprocessed(cache.splits(key, meta), meta, False, seconds)
     seconds = time.perf_counter() - started
-    log.info("preprocessing skipped: cache hit %s (%s)", cache.entry(key), _rows_line(meta))
-    return Preprocessed(cache.entry(key), meta, True, seconds)
+    log.info("preprocessing skipped: cache hit %s (%s)", cache.entry(key).url, _rows_line(meta))
+    return Preprocessed(cache.splits(key, meta), meta, True, seconds)
 
 
 def _rows_line(meta: dict) -> str:
     return ", ".join(f"{name} {meta['rows'][name]} rows" for name in SPLIT_NAMES)
 
 
-def _build(processor, source, features: FeatureSet, split: dict, staging: Path, key: str) -> dict:
+def _build(processor, source, features: FeatureSet, split: dict, staging: Location, key: str) -> dict:
     frame = processor.read(source)
     split_columns = [split["column"]] if split["method"] == "column" else []
     check_columns(processor.column_names(frame), features.all, source, split_columns)
@@ -118,7 +121,6 @@ def _build(processor, source, features: FeatureSet, split: dict, staging: Path, 
         "output_features": [f.name for f in features.outputs],
         "rows": {name: int(rows.get(name, 0)) for name in SPLIT_NAMES},
     }
-    write_meta(staging, meta)
     return meta
 
 

@@ -16,6 +16,7 @@ from runner.errors import UserError
 from runner.loading.tensors import TensorTable
 from runner.model.layout import Layout
 from runner.model.network import TabularModel
+from runner.storage import Location
 from runner.training import checkpoints
 from runner.training.evaluation import Decoders, compute_metrics, metric_names
 from runner.training.metrics import higher_is_better
@@ -29,7 +30,7 @@ OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch
 class TrainingJob:
     """Everything a worker needs to train; plain data, so it pickles to remote workers."""
 
-    cache_entry: str
+    splits: Location  # the cache entry's split directories
     meta: dict
     model_cfg: dict
     trainer_cfg: dict
@@ -129,9 +130,8 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
     run_dir = Path(job.run_dir)
     layout = Layout.from_meta(job.meta, job.model_cfg)
     decoders = Decoders(job.meta)
-    entry = Path(job.cache_entry)
-    train_data = job.loader.load(entry / "train", layout, strategy.rank, strategy.world_size)
-    val_data = job.loader.load(entry / "validation", layout, strategy.rank, strategy.world_size)
+    train_data = job.loader.load(job.splits.join("train"), layout, strategy.rank, strategy.world_size)
+    val_data = job.loader.load(job.splits.join("validation"), layout, strategy.rank, strategy.world_size)
     has_validation = int(job.meta["rows"]["validation"]) > 0
     monitor_split = "validation" if has_validation else "train"
     if not has_validation:

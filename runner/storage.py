@@ -1,0 +1,108 @@
+"""Paths that may be local or on object storage (fsspec URLs), and their credentials."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import fsspec
+
+from runner.errors import UserError
+
+# Credential keys as users write them (AWS names, s3fs names) -> s3fs storage options.
+_S3_KEYS = {
+    "aws_access_key_id": "key", "access_key_id": "key", "key": "key",
+    "aws_secret_access_key": "secret", "secret_access_key": "secret", "secret": "secret",
+    "aws_session_token": "token", "session_token": "token", "token": "token",
+}
+_CLIENT_KEYS = {"endpoint_url": "endpoint_url", "region": "region_name", "region_name": "region_name"}
+
+
+def load_credentials(credentials) -> dict:
+    """cache_credentials (a dict, or the path of a JSON file holding one) -> fsspec storage options."""
+    if credentials is None:
+        return {}
+    if isinstance(credentials, str):
+        path = os.path.expanduser(credentials)
+        try:
+            with open(path) as handle:
+                credentials = json.load(handle)
+        except FileNotFoundError:
+            raise UserError(f"cache_credentials file {credentials} does not exist; fix the path or give the credentials inline") from None
+        except json.JSONDecodeError as exc:
+            raise UserError(f"cache_credentials file {credentials} is not valid JSON ({exc.msg} at line {exc.lineno}); fix the file") from None
+    if not isinstance(credentials, dict):
+        raise UserError("cache_credentials must be a mapping (key, secret, endpoint_url, ...) or the path of a JSON file holding one")
+    credentials = dict(credentials.get("s3", credentials))
+    options: dict = {}
+    client: dict = {}
+    for name, value in credentials.items():
+        if name in _S3_KEYS:
+            options[_S3_KEYS[name]] = value
+        elif name in _CLIENT_KEYS:
+            client[_CLIENT_KEYS[name]] = value
+        else:
+            options[name] = value
+    if client:
+        options["client_kwargs"] = {**options.get("client_kwargs", {}), **client}
+    return options
+
+
+@dataclass
+class Location:
+    """A directory on some filesystem; pickles to workers without its open filesystem."""
+
+    url: str
+    options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.url = os.path.expanduser(self.url).rstrip("/")
+        self._fs = None
+
+    def __getstate__(self):
+        return {"url": self.url, "options": self.options}
+
+    def __setstate__(self, state):
+        self.url, self.options, self._fs = state["url"], state["options"], None
+
+    @property
+    def is_local(self) -> bool:
+        return "://" not in self.url or self.url.startswith("file://")
+
+    @property
+    def fs(self):
+        if self._fs is None:
+            self._fs, _ = fsspec.core.url_to_fs(self.url, **self.options)
+        return self._fs
+
+    @property
+    def path(self) -> str:
+        """The path inside the filesystem (no protocol)."""
+        return fsspec.core.url_to_fs(self.url, **self.options)[1] if not self.is_local else os.path.abspath(self.url)
+
+    def join(self, *parts: str) -> Location:
+        return Location("/".join([self.url, *parts]), self.options)
+
+    def arrow_filesystem(self):
+        """A pyarrow filesystem for this location (what pyarrow and Ray Data read through)."""
+        import pyarrow.fs as pafs
+
+        if self.is_local:
+            return pafs.LocalFileSystem()
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+
+    def write_parquet(self, table, name: str) -> None:
+        import pyarrow.parquet as pq
+
+        self.fs.makedirs(self.path, exist_ok=True)
+        pq.write_table(table, f"{self.path}/{name}", filesystem=self.arrow_filesystem())
+
+    def read_table(self):
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path, filesystem=self.arrow_filesystem())
+
+    def files(self, suffix: str = ".parquet") -> list[str]:
+        """Paths (within the filesystem) of the files below, sorted."""
+        return sorted(p for p in self.fs.find(self.path) if p.endswith(suffix))
