@@ -24,6 +24,20 @@ log = logging.getLogger(__name__)
 PartitionFn = Callable[[pd.DataFrame, int], Any]
 
 
+# Every engine reads CSV cells as strings with these missing-value markers, so
+# that values are typed by the feature transforms alone, the same way everywhere.
+CSV_NULLS = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None", "#N/A"]
+
+
+def csv_header(fs, path: str) -> list[str]:
+    import csv
+    import io
+
+    with fs.open(path, "rb", compression="infer") as handle:
+        first = handle.readline().decode("utf-8-sig")
+    return next(csv.reader(io.StringIO(first)), [])
+
+
 def read_arrow(source: DataSource) -> pa.Table:
     """The whole raw table as Arrow; clear errors for missing, empty and unreadable files."""
     fs, files = source.files()
@@ -31,8 +45,13 @@ def read_arrow(source: DataSource) -> pa.Table:
     for path in files:
         try:
             if source.format == "csv":
+                names = csv_header(fs, path)
+                if not names:
+                    raise pa.ArrowInvalid("Empty CSV file")
+                convert = pacsv.ConvertOptions(column_types={n: pa.string() for n in names},
+                                               null_values=CSV_NULLS, strings_can_be_null=True)
                 with fs.open(path, "rb", compression="infer") as handle:
-                    tables.append(pacsv.read_csv(handle))
+                    tables.append(pacsv.read_csv(handle, convert_options=convert))
             else:
                 tables.append(pq.read_table(path, filesystem=fs))
         except pa.ArrowInvalid as exc:

@@ -29,20 +29,22 @@ _FALSE = {"false", "f", "no", "n", "0"}
 
 
 def as_strings(series: pd.Series) -> pd.Series:
-    """Values as strings (NaN stays missing), the same for every partition:
-    integer-valued floats print as integers, so 3.0 read from one file and 3
+    """Values as strings (missing stays missing), the same for every partition and
+    engine: integer-valued floats print as integers, so 3.0 from one file and 3
     from another are one category."""
     if pd.api.types.is_bool_dtype(series):
         return series.map({True: "True", False: "False"}).astype(object)
     if pd.api.types.is_float_dtype(series):
-        values = series.to_numpy(dtype=np.float64)
+        values = series.to_numpy(dtype=np.float64, na_value=np.nan)
         missing = np.isnan(values)
         whole = np.isfinite(values) & (values == np.floor(values))
         out = np.where(whole, np.where(missing, 0, values).astype(np.int64).astype(str), values.astype(str))
         return pd.Series(np.where(missing, None, out), index=series.index, dtype=object)
-    if pd.api.types.is_integer_dtype(series) and not isinstance(series.dtype, pd.ArrowDtype):
-        return series.astype(str).astype(object)
-    return series.map(lambda v: v if v is None or isinstance(v, str) else (None if pd.isna(v) else str(v))).astype(object)
+    if pd.api.types.is_integer_dtype(series):
+        return series.astype(str).astype(object).where(series.notna(), None)
+    if pd.api.types.is_string_dtype(series) and pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty"):
+        return series.astype(object).where(series.notna(), None)
+    return series.map(lambda v: None if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)).astype(object)
 
 
 class Feature:

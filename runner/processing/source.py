@@ -13,7 +13,7 @@ from runner.errors import UserError
 FORMATS = ("csv", "parquet")
 # Files up to this size are content-hashed for the cache key; larger ones use size + mtime.
 CONTENT_HASH_LIMIT = 256 * 1024 * 1024
-SYNTHETIC_VERSION = 1
+SYNTHETIC_VERSION = 2
 
 
 @dataclass
