@@ -74,7 +74,7 @@ def _train(run: Run, pre: Preprocessed):
     from runner.model.layout import Layout
     from runner.training.loop import TrainingJob
 
-    job = TrainingJob(pre.entry, pre.meta, run.model_cfg, run.trainer.settings, run.loader, str(run.run_dir))
+    job = TrainingJob.create(pre.entry, pre.meta, run.model_cfg, run.trainer.settings, run.loader, str(run.run_dir))
     result = run.trainer.fit(job, run.backend)
     layout = Layout.from_meta(pre.meta, run.model_cfg)
     outputs.save_model(run.run_dir / "model", result.model, pre.meta, run.cfg)
@@ -111,19 +111,18 @@ def command_train(run: Run) -> dict:
 
 def command_experiment(run: Run) -> dict:
     from runner.training.evaluation import Decoders, compute_metrics, prediction_frame
-    from runner.training.loop import predict_logits
+    from runner.training.loop import score
 
     pre = _preprocess(run)
     result, layout = _train(run, pre)
     metrics = _best_metrics(result)
-    test = run.loader.load(pre.split_path("test"), layout)
-    if len(test):
+    if pre.meta["rows"]["test"]:
+        (shard,) = run.loader.shards(pre.split_path("test"), 1, equal=False)
+        test = score(result.model, run.loader.eval_batches(run.loader.open(shard, layout)), layout)
         decoders = Decoders(pre.meta)
-        logits = predict_logits(result.model, test, run.loader.eval_batch_size)
-        targets = {k: v.numpy() for k, v in test.targets.items()}
-        metrics["test"] = compute_metrics(layout, decoders, logits, targets)
-        metrics["baseline"] = _majority_baseline(layout, pre.meta, targets)
-        frame = prediction_frame(layout, decoders, logits, test.row_ids.numpy(), targets)
+        metrics["test"] = compute_metrics(layout, decoders, test.logits, test.targets)
+        metrics["baseline"] = _majority_baseline(layout, pre.meta, test.targets)
+        frame = prediction_frame(layout, decoders, test.logits, test.row_ids, test.targets)
         outputs.write_parquet(frame, run.run_dir / "predictions.parquet")
     else:
         log.warning("the test split is empty; no test metrics or predictions")
@@ -157,21 +156,21 @@ def _saved_model(run: Run):
 
 
 def _score_raw(run: Run, with_targets: bool):
-    """Saved model on the raw dataset: (tensors, logits, layout, meta)."""
+    """Saved model on the raw dataset: (Scored, layout, meta)."""
     from runner.loading.tensors import TensorTable
-    from runner.training.loop import predict_logits
+    from runner.training.loop import score
 
     model, layout, meta, features, stats = _saved_model(run)
     frame = transform_raw(run.processor, run.source, features, stats, with_outputs=with_targets)
     data = TensorTable.from_arrow(pa.Table.from_pandas(frame, preserve_index=False), layout, with_targets)
-    return data, predict_logits(model, data, run.loader.eval_batch_size), layout, meta
+    return score(model, data.chunks(run.loader.eval_batch_size), layout), layout, meta
 
 
 def command_predict(run: Run) -> dict:
     from runner.training.evaluation import Decoders, prediction_frame
 
-    data, logits, layout, meta = _score_raw(run, with_targets=False)
-    frame = prediction_frame(layout, Decoders(meta), logits, data.row_ids.numpy())
+    scored, layout, meta = _score_raw(run, with_targets=False)
+    frame = prediction_frame(layout, Decoders(meta), scored.logits, scored.row_ids)
     path = run.run_dir / "predictions.parquet"
     outputs.write_parquet(frame, path)
     print(f"\n{len(frame)} predictions for {run.source.label}\npredictions  {path}")
@@ -181,12 +180,11 @@ def command_predict(run: Run) -> dict:
 def command_evaluate(run: Run) -> dict:
     from runner.training.evaluation import Decoders, compute_metrics
 
-    data, logits, layout, meta = _score_raw(run, with_targets=True)
-    if not len(data):
+    scored, layout, meta = _score_raw(run, with_targets=True)
+    if not len(scored.row_ids):
         raise UserError(f"{run.source.label} has no rows with a known target; evaluate needs labelled rows")
-    targets = {k: v.numpy() for k, v in data.targets.items()}
-    metrics = {"evaluation": compute_metrics(layout, Decoders(meta), logits, targets)}
-    _finish(run, metrics, {"rows": len(data), "dataset": run.source.label})
+    metrics = {"evaluation": compute_metrics(layout, Decoders(meta), scored.logits, scored.targets)}
+    _finish(run, metrics, {"rows": len(scored.row_ids), "dataset": run.source.label})
     return metrics
 
 

@@ -101,7 +101,7 @@ class FailingProcessor(PandasProcessor):
     def map_write(self, frame, fn, out):
         from runner.processing.engines import write_splits
 
-        write_splits({"train": fn(frame, 0)["train"]}, out, 0)
+        write_splits({"train": fn(frame, 0)["train"]}, out, 0)  # one split written, then the crash
         raise OSError("disk full")
 
 

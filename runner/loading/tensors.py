@@ -77,6 +77,13 @@ class TensorTable:
         return ({k: v[start:stop] for k, v in self.inputs.items()},
                 {k: v[start:stop] for k, v in self.targets.items()})
 
+    def chunks(self, size: int) -> Iterator[TensorTable]:
+        """Consecutive pieces of at most `size` rows, in order (for evaluation)."""
+        for start in range(0, len(self), size):
+            stop = min(start + size, len(self))
+            inputs, targets = self.slice(start, stop)
+            yield TensorTable(inputs, targets, self.row_ids[start:stop])
+
     def batches(self, batch_size: int, shuffle: bool = False, drop_last: bool = False,
                 seed: int = 0) -> Iterator[tuple[dict, dict]]:
         n = len(self)

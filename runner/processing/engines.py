@@ -72,6 +72,48 @@ def write_splits(parts: dict[str, pd.DataFrame], out: Location, part: int) -> di
     return {split: len(frame) for split, frame in parts.items()}
 
 
+def require_ray(processor: str):
+    import ray
+
+    if not ray.is_initialized():
+        raise UserError(f"processor={processor} runs on Ray; add backend=ray (or use processor=pandas for a local run)")
+    return ray
+
+
+def current_node() -> str:
+    """The Ray node this code runs on ("local" outside Ray)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return ray.get_runtime_context().get_node_id()
+    return "local"
+
+
+def process_partition(part: pd.DataFrame, offset: int, index: int, fn: PartitionFn, out: Location) -> dict:
+    """Transform and write one partition where it lives; report rows per split and the node."""
+    return {"rows": write_splits(fn(part, offset), out, index), "node": current_node()}
+
+
+def merge_reports(reports: list[dict]) -> dict:
+    rows: dict[str, int] = {}
+    for report in reports:
+        for split, count in report["rows"].items():
+            rows[split] = rows.get(split, 0) + count
+    return {"rows": rows, "nodes": sorted({r["node"] for r in reports}), "partitions": len(reports)}
+
+
+def offsets_of(lengths: list[int], label: str) -> list[int]:
+    """Global row number of each partition's first row."""
+    if sum(lengths) == 0:
+        raise UserError(f"dataset {label} has no data rows; add rows below the header")
+    offsets, total = [], 0
+    for n in lengths:
+        offsets.append(total)
+        total += int(n)
+    return offsets
+
+
 class PandasProcessor:
     """The whole table in memory as one partition."""
 
@@ -91,6 +133,6 @@ class PandasProcessor:
     def map_collect(self, frame: pd.DataFrame, fn: PartitionFn) -> list[Any]:
         return [fn(frame, 0)]
 
-    def map_write(self, frame: pd.DataFrame, fn: PartitionFn, out: Location) -> dict[str, int]:
+    def map_write(self, frame: pd.DataFrame, fn: PartitionFn, out: Location) -> dict:
         """fn returns {split name: processed frame}; each is written under out/<split>/."""
-        return write_splits(fn(frame, 0), out, 0)
+        return merge_reports([process_partition(frame, 0, 0, fn, out)])

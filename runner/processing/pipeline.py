@@ -106,7 +106,8 @@ def _build(processor, source, features: FeatureSet, split: dict, staging: Locati
         processed, keep = transform_frame(part, ids, features.all, stats)
         return {name: processed[keep & (codes == i)].reset_index(drop=True) for i, name in enumerate(SPLIT_NAMES)}
 
-    rows = processor.map_write(frame, transform, staging)
+    report = processor.map_write(frame, transform, staging)
+    rows = report["rows"]
     if rows.get("train", 0) == 0:
         raise UserError(f"the training split of {source.label} is empty after preprocessing; check dataset.split")
     meta = {
@@ -116,6 +117,8 @@ def _build(processor, source, features: FeatureSet, split: dict, staging: Locati
         "fingerprint": source.fingerprint(),
         "split": split,
         "processor": processor.name,
+        "partitions": report["partitions"],
+        "nodes": report["nodes"],
         "features": {f.name: {**f.describe(), "stats": stats[f.name]} for f in features.all},
         "input_features": [f.name for f in features.inputs],
         "output_features": [f.name for f in features.outputs],

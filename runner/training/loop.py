@@ -13,7 +13,6 @@ from torch import nn
 from tqdm import tqdm
 
 from runner.errors import UserError
-from runner.loading.tensors import TensorTable
 from runner.model.layout import Layout
 from runner.model.network import TabularModel
 from runner.storage import Location
@@ -30,12 +29,22 @@ OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch
 class TrainingJob:
     """Everything a worker needs to train; plain data, so it pickles to remote workers."""
 
-    splits: Location  # the cache entry's split directories
     meta: dict
     model_cfg: dict
     trainer_cfg: dict
     loader: object
     run_dir: str
+    train_shards: list  # one loader handle per worker
+    validation_shards: list
+
+    @classmethod
+    def create(cls, splits: Location, meta: dict, model_cfg: dict, trainer_cfg: dict, loader, run_dir: str,
+               world_size: int = 1) -> TrainingJob:
+        # Training shards hold equal row counts (every worker takes the same number of
+        # steps); validation shards cover every row once.
+        return cls(meta, model_cfg, trainer_cfg, loader, run_dir,
+                   loader.shards(splits.join("train"), world_size, equal=True),
+                   loader.shards(splits.join("validation"), world_size, equal=False))
 
 
 @dataclass
@@ -77,14 +86,34 @@ def output_loss(layout: Layout, logits: dict[str, torch.Tensor], targets: dict[s
     return total
 
 
-def predict_logits(model: nn.Module, data: TensorTable, batch_size: int) -> dict[str, np.ndarray]:
+@dataclass
+class Scored:
+    """Model outputs over a split, with the targets and raw row numbers they belong to."""
+
+    logits: dict[str, np.ndarray]
+    targets: dict[str, np.ndarray]
+    row_ids: np.ndarray
+
+
+def score(model: nn.Module, chunks, layout: Layout) -> Scored:
+    """Runs the model over evaluation chunks (TensorTables) in inference mode."""
     model.eval()
-    chunks: dict[str, list[torch.Tensor]] = {}
+    logits: dict[str, list] = {spec.name: [] for spec in layout.outputs}
+    targets: dict[str, list] = {}
+    rows = []
     with torch.inference_mode():
-        for inputs, _ in data.batches(batch_size):
-            for name, z in model(inputs).items():
-                chunks.setdefault(name, []).append(z)
-    return {name: torch.cat(parts).numpy() for name, parts in chunks.items()}
+        for chunk in chunks:
+            for name, z in model(chunk.inputs).items():
+                logits[name].append(z.numpy())
+            for name, y in chunk.targets.items():
+                targets.setdefault(name, []).append(y.numpy())
+            rows.append(chunk.row_ids.numpy())
+    sizes = {spec.name: spec.size for spec in layout.outputs}
+    return Scored(
+        {k: np.concatenate(v) if v else np.zeros((0, sizes[k]), np.float32) for k, v in logits.items()},
+        {k: np.concatenate(v) for k, v in targets.items()},
+        np.concatenate(rows) if rows else np.zeros(0, np.int64),
+    )
 
 
 class EarlyStopping:
@@ -130,8 +159,8 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
     run_dir = Path(job.run_dir)
     layout = Layout.from_meta(job.meta, job.model_cfg)
     decoders = Decoders(job.meta)
-    train_data = job.loader.load(job.splits.join("train"), layout, strategy.rank, strategy.world_size)
-    val_data = job.loader.load(job.splits.join("validation"), layout, strategy.rank, strategy.world_size)
+    train_data = job.loader.open(job.train_shards[strategy.rank], layout, equal=True)
+    val_data = job.loader.open(job.validation_shards[strategy.rank], layout)
     has_validation = int(job.meta["rows"]["validation"]) > 0
     monitor_split = "validation" if has_validation else "train"
     if not has_validation:
@@ -179,7 +208,7 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
                                            strategy, show=bool(cfg.get("progress_bar", True)) and strategy.is_main,
                                            label=f"epoch {epoch + 1}/{epochs}")
         result.samples_seen += seen
-        val_metrics = _evaluate(model, layout, decoders, val_data, job.loader.eval_batch_size, strategy) if has_validation else {}
+        val_metrics = _evaluate(model, layout, decoders, job.loader, val_data, strategy) if has_validation else {}
         record = {"epoch": epoch + 1, "train": train_metrics, "validation": val_metrics,
                   "learning_rate": optimizer.param_groups[0]["lr"], "seconds": time.perf_counter() - epoch_started}
         result.history.append(record)
@@ -221,7 +250,7 @@ def _train_epoch(model, optimizer, layout, decoders, loader, data, epoch, seed, 
     logits_parts: dict[str, list[torch.Tensor]] = {}
     target_parts: dict[str, list[torch.Tensor]] = {}
     seen = 0
-    bar = tqdm(total=len(data), desc=label, unit="rows", leave=False, disable=not show, mininterval=0.5)
+    bar = tqdm(total=len(data) or None, desc=label, unit="rows", leave=False, disable=not show, mininterval=0.5)
     for inputs, targets in loader.train_batches(data, epoch, seed):
         optimizer.zero_grad(set_to_none=True)
         logits = model(inputs)
@@ -240,10 +269,9 @@ def _train_epoch(model, optimizer, layout, decoders, loader, data, epoch, seed, 
     return compute_metrics(layout, decoders, strategy.gather(logits_np), strategy.gather(targets_np)), seen
 
 
-def _evaluate(model, layout, decoders, data: TensorTable, batch_size: int, strategy) -> dict[str, float]:
-    logits = predict_logits(model, data, batch_size)
-    targets = {k: v.numpy() for k, v in data.targets.items()}
-    return compute_metrics(layout, decoders, strategy.gather(logits), strategy.gather(targets))
+def _evaluate(model, layout, decoders, loader, data, strategy) -> dict[str, float]:
+    scored = score(model, loader.eval_batches(data), layout)
+    return compute_metrics(layout, decoders, strategy.gather(scored.logits), strategy.gather(scored.targets))
 
 
 def _log_epoch(writer, record: dict) -> None:

@@ -1,0 +1,85 @@
+"""The Ray backend: attach to a running cluster, or start a local one, and shut
+down only what this run started."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+from runner.errors import UserError
+
+log = logging.getLogger(__name__)
+CURRENT_CLUSTER_FILE = "/tmp/ray/ray_current_cluster"
+
+
+def running_cluster_address() -> str | None:
+    """The address of the Ray cluster started on this machine (`ray start`), if it answers."""
+    try:
+        with open(CURRENT_CLUSTER_FILE) as handle:
+            address = handle.read().strip()
+    except OSError:
+        return None
+    return address if address and reachable(address, timeout=1.0) else None
+
+
+def reachable(address: str, timeout: float) -> bool:
+    target = address.split("://", 1)[-1]
+    host, _, port = target.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+class RayBackend:
+    name = "ray"
+
+    def __init__(self, address: str | None = None, num_cpus: float | None = None, num_gpus: float | None = None,
+                 object_store_memory: int | None = None, connect_timeout_s: float = 5.0):
+        self.address = address
+        self.num_cpus = num_cpus
+        self.num_gpus = num_gpus
+        self.object_store_memory = object_store_memory
+        self.connect_timeout_s = connect_timeout_s
+        self._initialized_here = False
+
+    def _target_address(self) -> str | None:
+        address = self.address or os.environ.get("RAY_ADDRESS")
+        if address in (None, "", "local"):
+            return None
+        if address == "auto":
+            found = running_cluster_address()
+            if found is None:
+                raise UserError("backend.address=auto but no Ray cluster is running here; start one with "
+                                "`ray start --head`, or set backend.address=null to start a local one")
+            return found
+        if not reachable(address, self.connect_timeout_s):
+            raise UserError(f"cannot reach a Ray cluster at {address} within {self.connect_timeout_s:g}s; "
+                            "check backend.address (or RAY_ADDRESS), or set backend.address=null to start a local one")
+        return address
+
+    def __enter__(self):
+        import ray
+
+        if ray.is_initialized():
+            log.info("ray backend: using the Ray session this process already has")
+            return self
+        address = self._target_address()
+        if address:
+            ray.init(address=address, log_to_driver=True)
+            log.info("ray backend: attached to the cluster at %s", address)
+        else:
+            ray.init(num_cpus=self.num_cpus, num_gpus=self.num_gpus, object_store_memory=self.object_store_memory,
+                     include_dashboard=False)
+            log.info("ray backend: started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU"))
+        self._initialized_here = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._initialized_here:
+            import ray
+
+            ray.shutdown()  # disconnects from an attached cluster; stops one we started
+            self._initialized_here = False

@@ -1,0 +1,105 @@
+"""processor=modin: Modin on Ray reads the table; its row partitions are then
+fitted, transformed and written by Ray tasks where they live."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from runner.errors import UserError
+from runner.processing.engines import (
+    CSV_NULLS,
+    PartitionFn,
+    csv_header,
+    merge_reports,
+    offsets_of,
+    process_partition,
+    require_ray,
+)
+from runner.processing.source import DataSource
+from runner.storage import Location
+
+
+class ModinProcessor:
+    name = "modin"
+
+    def __init__(self, parallelism: int | None = None):
+        self.parallelism = parallelism
+
+    def _modin(self):
+        require_ray(self.name)
+        import modin.config
+
+        modin.config.Engine.put("ray")
+        if self.parallelism:
+            modin.config.NPartitions.put(int(self.parallelism))
+        import modin.pandas as mpd
+
+        return mpd
+
+    def read(self, source: DataSource):
+        self._label = source.label
+        mpd = self._modin()
+        if source.is_synthetic:
+            from runner.processing.synthetic import make_synthetic
+
+            return mpd.DataFrame(make_synthetic(source.synthetic_rows, source.synthetic_seed))
+        fs, files = source.files()
+        urls = [fs.unstrip_protocol(f) for f in files]
+        options = source.storage_options or None
+        if source.format == "csv":
+            if not csv_header(fs, files[0]):
+                raise UserError(f"dataset {source.path} is empty; give it a header row and data rows")
+            frames = [mpd.read_csv(u, dtype=object, keep_default_na=False, na_values=CSV_NULLS, storage_options=options)
+                      for u in urls]
+        else:
+            frames = [mpd.read_parquet(u, storage_options=options) for u in urls]
+        return frames[0] if len(frames) == 1 else mpd.concat(frames, ignore_index=True)
+
+    def column_names(self, frame) -> list[str]:
+        return list(frame.columns)
+
+    def select(self, frame, columns: list[str]):
+        return frame[columns]
+
+    def _partitions(self, frame):
+        import ray
+        from modin.distributed.dataframe.pandas import unwrap_partitions
+
+        refs = unwrap_partitions(frame, axis=0)
+        lengths = ray.get([_task(_length).remote(r) for r in refs])
+        return refs, offsets_of(lengths, self._label)
+
+    def map_collect(self, frame, fn: PartitionFn) -> list:
+        import ray
+
+        refs, offsets = self._partitions(frame)
+        return ray.get([_task(_apply).remote(fn, r, o) for r, o in zip(refs, offsets, strict=True)])
+
+    def map_write(self, frame, fn: PartitionFn, out: Location) -> dict:
+        import ray
+
+        refs, offsets = self._partitions(frame)
+        reports = ray.get([_task(_write).remote(r, o, i, fn, out) for i, (r, o) in enumerate(zip(refs, offsets, strict=True))])
+        return merge_reports(reports)
+
+
+def _frame(part) -> pd.DataFrame:
+    return (part if isinstance(part, pd.DataFrame) else pd.DataFrame(part)).reset_index(drop=True)
+
+
+def _length(part) -> int:
+    return len(part)
+
+
+def _apply(fn: PartitionFn, part, offset: int):
+    return fn(_frame(part), offset)
+
+
+def _write(part, offset: int, index: int, fn: PartitionFn, out: Location) -> dict:
+    return process_partition(_frame(part), offset, index, fn, out)
+
+
+def _task(fn):
+    import ray
+
+    return ray.remote(num_cpus=1)(fn)
