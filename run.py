@@ -16,10 +16,16 @@ log = logging.getLogger("runner")
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    from runner.commands import run_command
+    from pathlib import Path
 
+    from runner.commands import run_command
+    from runner.redact import redact_hydra_dir
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.output_subdir is not None:
+        redact_hydra_dir(Path(hydra_cfg.runtime.output_dir) / hydra_cfg.output_subdir)
     try:
-        run_command(cfg, HydraConfig.get().runtime.output_dir)
+        run_command(cfg, hydra_cfg.runtime.output_dir)
     except UserError as error:
         log.error("%s", error)
         print(f"error: {error}", file=sys.stderr)

@@ -32,16 +32,21 @@ class Run:
     def __post_init__(self):
         self.run_dir = Path(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.processor = instantiate(self.cfg.processor)
-        self.loader = instantiate(self.cfg.loader, _convert_="all")
-        self.trainer = instantiate(self.cfg.trainer, _convert_="all")
         self.backend = instantiate(self.cfg.backend, _convert_="all")
+        # processor=auto and loader=auto follow the backend.
+        self.processor = _resolved(instantiate(self.cfg.processor, _convert_="all"), self.backend)
+        self.loader = _resolved(instantiate(self.cfg.loader, _convert_="all"), self.backend)
+        self.trainer = instantiate(self.cfg.trainer, _convert_="all")
         self.source = DataSource.from_config(OmegaConf.to_container(self.cfg.dataset, resolve=True))
         self.model_cfg = OmegaConf.to_container(self.cfg.model, resolve=True)
         credentials = self.cfg.get("cache_credentials")
         if isinstance(credentials, DictConfig):
             credentials = OmegaConf.to_container(credentials, resolve=True)
         self.cache_options = load_credentials(credentials)
+
+
+def _resolved(option, backend):
+    return option.resolve(backend.name) if hasattr(option, "resolve") else option
 
 
 def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:

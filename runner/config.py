@@ -59,8 +59,56 @@ class LocalBackendConfig:
 
 
 @dataclass
+class RayBackendConfig:
+    _target_: str = "runner.backends.ray.RayBackend"
+    # null: RAY_ADDRESS if set, else start a local Ray; "auto": the cluster `ray start`
+    # made on this machine; "host:port" or "ray://host:10001": that cluster.
+    address: str | None = None
+    num_cpus: float | None = None  # for a local Ray this run starts
+    num_gpus: float | None = None
+    object_store_memory: int | None = None  # bytes
+    connect_timeout_s: float = 5.0
+
+
+@dataclass
+class AutoBackendRayConfig:
+    address: str | None = None
+    num_cpus: float | None = None
+    num_gpus: float | None = None
+    object_store_memory: int | None = None
+    connect_timeout_s: float = 5.0
+
+
+@dataclass
+class AutoBackendConfig:
+    _target_: str = "runner.backends.auto.detect"
+    ray: AutoBackendRayConfig = field(default_factory=AutoBackendRayConfig)
+
+
+@dataclass
 class PandasProcessorConfig:
     _target_: str = "runner.processing.engines.PandasProcessor"
+
+
+@dataclass
+class DaskProcessorConfig:
+    _target_: str = "runner.processing.dask_engine.DaskProcessor"
+    parallelism: int | None = None  # partitions; null lets Dask decide (64 MB CSV blocks)
+    persist: bool = True  # keep partitions in the object store between passes; false streams them
+    blocksize: str = "64MB"
+
+
+@dataclass
+class ModinProcessorConfig:
+    _target_: str = "runner.processing.modin_engine.ModinProcessor"
+    parallelism: int | None = None
+
+
+@dataclass
+class AutoProcessorConfig:
+    _target_: str = "runner.backends.auto.processor"  # dask on Ray, pandas otherwise
+    parallelism: int | None = None
+    persist: bool = True
 
 
 @dataclass
@@ -96,6 +144,24 @@ class LocalLoaderConfig:
 
 
 @dataclass
+class RayLoaderConfig:
+    _target_: str = "runner.loading.ray_data.RayDataLoader"
+    batch_size: int = II("trainer.batch_size")
+    shuffle: bool = True
+    drop_last: bool = False
+    eval_batch_size: int = 4096
+    fully_executed: bool = True  # materialize each split in the object store before training
+    window_size_bytes: int | None = None  # stream and shuffle in windows of about this size
+    prefetch_batches: int = 2
+    seed: int = II("seed")
+
+
+@dataclass
+class AutoLoaderConfig(RayLoaderConfig):
+    _target_: str = "runner.backends.auto.loader"  # Ray Data on Ray, the local reader otherwise
+
+
+@dataclass
 class RunConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -118,8 +184,15 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=RunConfig)
     cs.store(group="backend", name="local_schema", node=LocalBackendConfig)
+    cs.store(group="backend", name="ray_schema", node=RayBackendConfig)
+    cs.store(group="backend", name="auto_schema", node=AutoBackendConfig)
     cs.store(group="processor", name="pandas_schema", node=PandasProcessorConfig)
+    cs.store(group="processor", name="dask_schema", node=DaskProcessorConfig)
+    cs.store(group="processor", name="modin_schema", node=ModinProcessorConfig)
+    cs.store(group="processor", name="auto_schema", node=AutoProcessorConfig)
     cs.store(group="trainer", name="local_schema", node=LocalTrainerConfig)
     cs.store(group="loader", name="local_schema", node=LocalLoaderConfig)
+    cs.store(group="loader", name="ray_schema", node=RayLoaderConfig)
+    cs.store(group="loader", name="auto_schema", node=AutoLoaderConfig)
     cs.store(group="dataset", name="dataset_schema", node=DatasetConfig)
     cs.store(group="model", name="model_schema", node=ModelConfig)

@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from runner.errors import UserError
 from runner.model.layout import Layout
+from runner.redact import redact
 from runner.training.metrics import METRICS
 
 MODEL_FILES = ("weights.pt", "meta.json", "config.yaml")
@@ -46,7 +47,8 @@ def save_model(model_dir: Path, model: torch.nn.Module, meta: dict, cfg) -> None
     tmp.mkdir(parents=True)
     torch.save(model.state_dict(), tmp / "weights.pt")
     write_json(tmp / "meta.json", meta)
-    (tmp / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    (tmp / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(redact(resolved))))
     shutil.rmtree(model_dir, ignore_errors=True)
     os.rename(tmp, model_dir)
 

@@ -10,6 +10,9 @@ from hydra import compose, initialize_config_dir
 
 from runner.config import register_configs
 
+# Test clusters are throw-away: no token authentication.
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 register_configs()
@@ -70,3 +73,39 @@ def mixed_csv(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("data") / "mixed.csv"
     mixed_table(3000).to_csv(path, index=False)
     return path
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray per test module (starting Ray costs seconds)."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024 * 1024)
+    yield ray
+    ray.shutdown()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """A real S3-compatible HTTP server on loopback (moto's), with one bucket."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    credentials = {"aws_access_key_id": "testing-key", "aws_secret_access_key": "testing-secret-value",
+                   "endpoint_url": endpoint, "region": "us-east-1"}
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing-key",
+                 aws_secret_access_key="testing-secret-value", region_name="us-east-1").create_bucket(Bucket="runner")
+    yield credentials
+    server.stop()

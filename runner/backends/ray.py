@@ -63,12 +63,17 @@ class RayBackend:
     def __enter__(self):
         import ray
 
+        self.quiet_ray_data()
         if ray.is_initialized():
             log.info("ray backend: using the Ray session this process already has")
             return self
         address = self._target_address()
         if address:
-            ray.init(address=address, log_to_driver=True)
+            try:
+                ray.init(address=address, log_to_driver=True)
+            except ConnectionError as exc:
+                raise UserError(f"cannot attach to the Ray cluster at {address} ({exc}); check backend.address "
+                                "(or RAY_ADDRESS) and that the cluster runs the same Ray version") from None
             log.info("ray backend: attached to the cluster at %s", address)
         else:
             ray.init(num_cpus=self.num_cpus, num_gpus=self.num_gpus, object_store_memory=self.object_store_memory,
@@ -76,6 +81,15 @@ class RayBackend:
             log.info("ray backend: started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU"))
         self._initialized_here = True
         return self
+
+    @staticmethod
+    def quiet_ray_data() -> None:
+        """Ray Data logs every execution at INFO and draws progress bars; the run's own log says enough."""
+        import ray.data
+
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
 
     def __exit__(self, *exc) -> None:
         if self._initialized_here:

@@ -50,6 +50,7 @@ class PreprocessingCache:
     def lookup(self, key: str) -> dict | None:
         """The entry's metadata when it is complete and of this code's version."""
         entry = self.entry(key)
+        entry.fs.invalidate_cache()  # other processes (workers, other runs) may have written it
         try:
             with entry.fs.open(f"{entry.path}/{META_FILE}", "rb") as handle:
                 meta = json.loads(handle.read())

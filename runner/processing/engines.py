@@ -68,7 +68,8 @@ def write_splits(parts: dict[str, pd.DataFrame], out: Location, part: int) -> di
     """Each split's processed rows of one partition -> out/<split>/part-<n>.parquet.
     Every split gets a file, empty or not, so readers always find a schema."""
     for split, frame in parts.items():
-        out.join(split).write_parquet(pa.Table.from_pandas(frame, preserve_index=False), f"part-{part:05d}.parquet")
+        table = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
+        out.join(split).write_parquet(table, f"part-{part:05d}.parquet")
     return {split: len(frame) for split, frame in parts.items()}
 
 
