@@ -3,17 +3,51 @@
 # run with unchanged dependency files returns at once.
 set -euo pipefail
 cd "$(dirname "$0")"
+root=$(pwd)
 PYTHON=${PYTHON:-python3}
 stamp=.venv/.setup-stamp
 want=$(cat pyproject.toml setup.sh | sha256sum | cut -c1-16)
 if [[ -f $stamp && "$(cat "$stamp")" == "$want" ]]; then
     exit 0
 fi
+# Horovod 0.28.1 does not compile against torch >= 2.1 as released; the fix (C++17
+# in two CMakeLists) is applied to its sdist, and the built wheel is kept outside
+# the checkout so that fresh clones on this machine reuse it.
+HOROVOD_VERSION=0.28.1
+WHEELS=${TABULAR_RUNNER_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/tabular-runner/wheels}
+install_horovod() {
+    if .venv/bin/python -c "import horovod.torch" 2>/dev/null; then
+        return
+    fi
+    local wheel
+    wheel=$(ls "$WHEELS"/horovod-$HOROVOD_VERSION-*.whl 2>/dev/null | head -n 1 || true)
+    if [[ -z $wheel ]]; then
+        echo "setup: building Horovod $HOROVOD_VERSION (once, about 3 minutes)"
+        local build
+        build=$(mktemp -d)
+        .venv/bin/python -m pip download --quiet --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$build"
+        tar xzf "$build/horovod-$HOROVOD_VERSION.tar.gz" -C "$build"
+        local src=$build/horovod-$HOROVOD_VERSION
+        sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
+        mkdir -p "$WHEELS"
+        (cd "$src" && HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+            HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j2 \
+            "$root/.venv/bin/python" -m pip wheel --quiet --no-build-isolation --no-deps . -w "$WHEELS")
+        rm -rf "$build"
+        wheel=$(ls "$WHEELS"/horovod-$HOROVOD_VERSION-*.whl | head -n 1)
+    fi
+    "${pip[@]}" "$wheel"
+}
+
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" --upgrade pip wheel setuptools
 # The CPU torch first, so that no later requirement drags in the CUDA build.
 "${pip[@]}" torch==2.13.0
 "${pip[@]}" -e ".[test]"
+# hydra-ray-launcher pins cloudpickle<3, which Dask needs; its `ray` launcher works
+# with cloudpickle 3, so it goes in without its pins (../shared/STACK.md).
+"${pip[@]}" --no-deps hydra-ray-launcher==1.2.2
+install_horovod
 echo "$want" > "$stamp"
 echo "setup: .venv is ready"

@@ -65,7 +65,9 @@ def _features(run: Run) -> FeatureSet:
 
 def _preprocess(run: Run) -> Preprocessed:
     split = OmegaConf.to_container(run.cfg.dataset.split, resolve=True)
-    return preprocess(run.processor, run.source, _features(run), split, run.cfg.cache_dir, run.cache_options)
+    features = _features(run)
+    return run.backend.main_first(
+        lambda: preprocess(run.processor, run.source, features, split, run.cfg.cache_dir, run.cache_options))
 
 
 def command_preprocess(run: Run) -> dict:
@@ -79,9 +81,14 @@ def _train(run: Run, pre: Preprocessed):
     from runner.model.layout import Layout
     from runner.training.loop import TrainingJob
 
-    job = TrainingJob.create(pre.entry, pre.meta, run.model_cfg, run.trainer.settings, run.loader, str(run.run_dir))
-    result = run.trainer.fit(job, run.backend)
+    def make_job(world_size: int) -> TrainingJob:
+        return TrainingJob.create(pre.entry, pre.meta, run.model_cfg, run.trainer.settings, run.loader,
+                                  str(run.run_dir), world_size)
+
+    result = run.trainer.fit(make_job, run.backend)
     layout = Layout.from_meta(pre.meta, run.model_cfg)
+    if not run.backend.is_main:
+        return result, layout  # under horovodrun, rank 0 writes the outputs
     outputs.save_model(run.run_dir / "model", result.model, pre.meta, run.cfg)
     outputs.plot_learning_curves(result.history, outputs.main_metric(layout), run.run_dir / "learning_curves.png")
     return result, layout
@@ -109,6 +116,8 @@ def _training_report(result, pre: Preprocessed) -> dict:
 def command_train(run: Run) -> dict:
     pre = _preprocess(run)
     result, _ = _train(run, pre)
+    if not run.backend.is_main:
+        return {}
     metrics = _best_metrics(result)
     _finish(run, metrics, {"training": _training_report(result, pre)})
     return metrics
@@ -120,6 +129,8 @@ def command_experiment(run: Run) -> dict:
 
     pre = _preprocess(run)
     result, layout = _train(run, pre)
+    if not run.backend.is_main:
+        return {}
     metrics = _best_metrics(result)
     if pre.meta["rows"]["test"]:
         (shard,) = run.loader.shards(pre.split_path("test"), 1, equal=False)

@@ -71,6 +71,11 @@ class RayBackendConfig:
 
 
 @dataclass
+class HorovodBackendConfig:
+    _target_: str = "runner.backends.horovod.HorovodBackend"
+
+
+@dataclass
 class AutoBackendRayConfig:
     address: str | None = None
     num_cpus: float | None = None
@@ -130,8 +135,37 @@ class LocalTrainerConfig:
     seed: int = II("seed")
     checkpoint_every: int = 1  # epochs between checkpoints/last.pt writes
     resume_from: str | None = None  # a run dir or a checkpoint file
-    num_threads: int | None = None  # torch threads; null = all cores
+    num_threads: int | None = None  # torch threads per worker; null = cores / workers on the machine
     progress_bar: bool = True
+    use_gpu: bool = False
+    precision: str = "32"  # 32 | bf16 | fp16 (autocast; fp16 with a gradient scaler on CUDA)
+    # With N workers the global batch is N x batch_size: scale the rate linearly
+    # (or by sqrt, or not), reached through a linear warm-up of warmup_epochs.
+    learning_rate_scaling: str = "linear"
+    warmup_epochs: int = 0
+
+
+@dataclass
+class DistributedTrainerConfig(LocalTrainerConfig):
+    num_workers: int | None = None  # null: one per GPU when the cluster has GPUs, else 1
+    use_gpu: Any = None  # null: true when the cluster has a GPU
+    resources_per_worker: dict[str, float] = field(default_factory=lambda: {"CPU": 1.0})
+    logdir: str | None = None  # worker logs; null = <run dir>/workers
+    max_retries: int = 3  # restarts of failed workers, resuming from the last checkpoint
+    compression: str = "none"  # none | fp16 gradient compression
+
+
+@dataclass
+class HorovodTrainerConfig(DistributedTrainerConfig):
+    _target_: str = "runner.training.trainers.HorovodTrainer"
+    # Elastic Horovod: train on as many workers as are alive, between these bounds.
+    min_workers: int | None = None
+    max_workers: int | None = None
+
+
+@dataclass
+class DDPTrainerConfig(DistributedTrainerConfig):
+    _target_: str = "runner.training.trainers.DDPTrainer"
 
 
 @dataclass
@@ -186,11 +220,14 @@ def register_configs() -> None:
     cs.store(group="backend", name="local_schema", node=LocalBackendConfig)
     cs.store(group="backend", name="ray_schema", node=RayBackendConfig)
     cs.store(group="backend", name="auto_schema", node=AutoBackendConfig)
+    cs.store(group="backend", name="horovod_schema", node=HorovodBackendConfig)
     cs.store(group="processor", name="pandas_schema", node=PandasProcessorConfig)
     cs.store(group="processor", name="dask_schema", node=DaskProcessorConfig)
     cs.store(group="processor", name="modin_schema", node=ModinProcessorConfig)
     cs.store(group="processor", name="auto_schema", node=AutoProcessorConfig)
     cs.store(group="trainer", name="local_schema", node=LocalTrainerConfig)
+    cs.store(group="trainer", name="horovod_schema", node=HorovodTrainerConfig)
+    cs.store(group="trainer", name="ddp_schema", node=DDPTrainerConfig)
     cs.store(group="loader", name="local_schema", node=LocalLoaderConfig)
     cs.store(group="loader", name="ray_schema", node=RayLoaderConfig)
     cs.store(group="loader", name="auto_schema", node=AutoLoaderConfig)

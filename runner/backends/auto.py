@@ -1,5 +1,6 @@
-"""backend=auto (the default): Ray when a cluster is reachable or this run is
-part of a Ray job, local otherwise. Logs what it picked and why.
+"""backend=auto (the default): Horovod when launched by horovodrun, Ray when a
+cluster is reachable or this run is part of a Ray job, local otherwise. Logs
+what it picked and why.
 
 processor=auto and loader=auto follow the backend: Dask and Ray Data on Ray,
 pandas and the local Arrow reader otherwise."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 
+from runner.backends.horovod import launched_by_horovodrun
 from runner.backends.local import LocalBackend
 from runner.backends.ray import RayBackend, running_cluster_address
 
@@ -18,6 +20,12 @@ log = logging.getLogger(__name__)
 def detect(ray: dict | None = None):
     """The backend object for where this run finds itself, and why."""
     ray = dict(ray or {})
+    variable = launched_by_horovodrun()
+    if variable:
+        log.info("backend=auto picked horovod: %s is set (launched by horovodrun)", variable)
+        from runner.backends.horovod import HorovodBackend
+
+        return HorovodBackend()
     reason = None
     if _ray_session_active():
         reason = "this process is already connected to Ray"

@@ -3,6 +3,10 @@
 
 class LocalBackend:
     name = "local"
+    is_main = True
+
+    def main_first(self, fn):
+        return fn()
 
     def __enter__(self):
         return self

@@ -35,6 +35,10 @@ def reachable(address: str, timeout: float) -> bool:
 
 class RayBackend:
     name = "ray"
+    is_main = True  # the driver; Ray workers never run commands
+
+    def main_first(self, fn):
+        return fn()
 
     def __init__(self, address: str | None = None, num_cpus: float | None = None, num_gpus: float | None = None,
                  object_store_memory: int | None = None, connect_timeout_s: float = 5.0):

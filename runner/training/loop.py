@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +75,7 @@ def make_optimizer(name: str, params, learning_rate: float, weight_decay: float)
 
 
 def output_loss(layout: Layout, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> torch.Tensor:
-    total = torch.zeros(())
+    total = torch.zeros((), device=next(iter(logits.values())).device)
     for spec in layout.outputs:
         z, y = logits[spec.name], targets[spec.name]
         if spec.type == "binary":
@@ -95,19 +96,18 @@ class Scored:
     row_ids: np.ndarray
 
 
-def score(model: nn.Module, chunks, layout: Layout) -> Scored:
+def score(model: nn.Module, chunks, layout: Layout, step: _Step | None = None) -> Scored:
     """Runs the model over evaluation chunks (TensorTables) in inference mode."""
-    model.eval()
+    step = step or _Step(model, None, layout, torch.device("cpu"), None, None)
     logits: dict[str, list] = {spec.name: [] for spec in layout.outputs}
     targets: dict[str, list] = {}
     rows = []
-    with torch.inference_mode():
-        for chunk in chunks:
-            for name, z in model(chunk.inputs).items():
-                logits[name].append(z.numpy())
-            for name, y in chunk.targets.items():
-                targets.setdefault(name, []).append(y.numpy())
-            rows.append(chunk.row_ids.numpy())
+    for chunk, outputs in step.chunks(chunks):
+        for name, z in outputs.items():
+            logits[name].append(z.numpy())
+        for name, y in chunk.targets.items():
+            targets.setdefault(name, []).append(y.numpy())
+        rows.append(chunk.row_ids.numpy())
     sizes = {spec.name: spec.size for spec in layout.outputs}
     return Scored(
         {k: np.concatenate(v) if v else np.zeros((0, sizes[k]), np.float32) for k, v in logits.items()},
@@ -151,28 +151,66 @@ def _tensorboard(run_dir: Path):
     return SummaryWriter(str(run_dir / "tensorboard"))
 
 
+PRECISIONS = {"32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def scaled_learning_rate(cfg: dict, world_size: int, epoch: int) -> float:
+    """Base rate scaled for the global batch (linear, sqrt or none), reached by a
+    linear warm-up over trainer.warmup_epochs."""
+    base = float(cfg["learning_rate"])
+    rule = cfg.get("learning_rate_scaling", "linear")
+    factor = {"linear": world_size, "sqrt": world_size**0.5, "none": 1.0}.get(rule)
+    if factor is None:
+        raise UserError(f"trainer.learning_rate_scaling={rule} is unknown; use linear, sqrt or none")
+    target = base * factor
+    warmup = int(cfg.get("warmup_epochs", 0) or 0)
+    if world_size == 1 or warmup <= 0 or epoch >= warmup:
+        return target
+    return base + (target - base) * (epoch + 1) / (warmup + 1)
+
+
+def _resume_point(cfg: dict, run_dir: Path) -> Path | None:
+    if cfg.get("resume_from"):
+        return checkpoints.resolve_resume(cfg["resume_from"])
+    own = run_dir / "checkpoints" / checkpoints.LAST
+    # A retried attempt of this run continues from the checkpoint its predecessor left.
+    return own if cfg.get("resume_if_present") and own.exists() else None
+
+
+def _set_threads(cfg: dict, strategy) -> None:
+    threads = cfg.get("num_threads")
+    if not threads and strategy.world_size > 1:
+        # Workers on one machine share its cores: workers x threads must not exceed them.
+        threads = max(1, (os.cpu_count() or 1) // max(strategy.local_size, 1))
+    if threads:
+        torch.set_num_threads(int(threads))
+
+
 def run_training(job: TrainingJob, strategy) -> TrainingResult:
     cfg = job.trainer_cfg
-    if cfg.get("num_threads"):
-        torch.set_num_threads(int(cfg["num_threads"]))
+    _set_threads(cfg, strategy)
     seed = int(cfg["seed"])
     run_dir = Path(job.run_dir)
+    (run_dir / "workers").mkdir(parents=True, exist_ok=True)
+    (run_dir / "workers" / f"rank-{strategy.rank}.pid").write_text(str(os.getpid()))
     layout = Layout.from_meta(job.meta, job.model_cfg)
     decoders = Decoders(job.meta)
     train_data = job.loader.open(job.train_shards[strategy.rank], layout, equal=True)
     val_data = job.loader.open(job.validation_shards[strategy.rank], layout)
     has_validation = int(job.meta["rows"]["validation"]) > 0
     monitor_split = "validation" if has_validation else "train"
-    if not has_validation:
+    if not has_validation and strategy.is_main:
         log.warning("the validation split is empty; early stopping and model selection use training metrics")
 
+    precision = str(cfg.get("precision", "32"))
+    if precision not in PRECISIONS:
+        raise UserError(f"trainer.precision={precision} is unknown; use 32, bf16 or fp16")
+    device = strategy.device
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)
-    model = build_model(layout, job.model_cfg)
+    model = build_model(layout, job.model_cfg).to(device)
     optimizer = make_optimizer(cfg["optimizer"], model.parameters(), float(cfg["learning_rate"]),
                                float(cfg.get("weight_decay", 0.0)))
-    model, optimizer = strategy.prepare(model, optimizer)
-
     early = cfg.get("early_stopping") or {}
     monitor = EarlyStopping(early.get("metric", "loss"), int(early.get("patience", 0)))
     known = metric_names(layout)
@@ -181,51 +219,58 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
 
     result = TrainingResult(monitor=monitor.metric)
     start_epoch = 0
-    if cfg.get("resume_from"):
-        path = checkpoints.resolve_resume(cfg["resume_from"])
-        state = checkpoints.load(path)
+    best_state = None
+    resume = _resume_point(cfg, run_dir)
+    if resume is not None:
+        state = checkpoints.load(resume)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         monitor.load(state["early_stopping"])
         result.history = state["history"]
         start_epoch = state["epoch"]
         checkpoints.restore_rng(state["rng"])
+        best_state = state.get("best_model")
         result.resumed_at_epoch = start_epoch
-        log.info("resumed from %s after epoch %d", path, start_epoch)
-        if state.get("best_model") is not None and strategy.is_main:
-            checkpoints.save(state["best_model"], run_dir / "checkpoints" / checkpoints.BEST)
+        log.info("resumed from %s after epoch %d", resume, start_epoch)
+        if best_state is not None and strategy.is_main:
+            checkpoints.save(best_state, run_dir / "checkpoints" / checkpoints.BEST)
+    # Rank 0's state (fresh or resumed) reaches every worker here.
+    model, optimizer = strategy.prepare(model, optimizer)
+    autocast_dtype = PRECISIONS[precision]
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16" and device.type == "cuda")
 
     writer = _tensorboard(run_dir) if strategy.is_main else None
     epochs = int(cfg["epochs"])
     every = max(int(cfg.get("checkpoint_every", 1)), 1)
-    best_state = None
     started = time.perf_counter()
     for epoch in range(start_epoch, epochs):
         if monitor.should_stop:
             break
         epoch_started = time.perf_counter()
-        train_metrics, seen = _train_epoch(model, optimizer, layout, decoders, job.loader, train_data, epoch, seed,
-                                           strategy, show=bool(cfg.get("progress_bar", True)) and strategy.is_main,
+        for group in optimizer.param_groups:
+            group["lr"] = scaled_learning_rate(cfg, strategy.world_size, epoch)
+        step = _Step(model, optimizer, layout, device, autocast_dtype, scaler)
+        train_metrics, seen = _train_epoch(step, decoders, job.loader, train_data, epoch, seed, strategy,
+                                           show=bool(cfg.get("progress_bar", True)) and strategy.is_main,
                                            label=f"epoch {epoch + 1}/{epochs}")
         result.samples_seen += seen
-        val_metrics = _evaluate(model, layout, decoders, job.loader, val_data, strategy) if has_validation else {}
+        val_metrics = _evaluate(step, decoders, job.loader, val_data, strategy) if has_validation else {}
         record = {"epoch": epoch + 1, "train": train_metrics, "validation": val_metrics,
                   "learning_rate": optimizer.param_groups[0]["lr"], "seconds": time.perf_counter() - epoch_started}
         result.history.append(record)
         scored = val_metrics if has_validation else train_metrics
         improved = monitor.update(scored.get(monitor.metric, float("nan")), epoch + 1)
-        log.info("epoch %d/%d  train loss %.4f  %s %s %.4f%s", epoch + 1, epochs, train_metrics["loss"],
-                 monitor_split, monitor.metric, scored.get(monitor.metric, float("nan")), "  *" if improved else "")
-        if writer is not None:
-            _log_epoch(writer, record)
         if strategy.is_main:
+            log.info("epoch %d/%d  train loss %.4f  %s %s %.4f%s", epoch + 1, epochs, train_metrics["loss"],
+                     monitor_split, monitor.metric, scored.get(monitor.metric, float("nan")), "  *" if improved else "")
+            _log_epoch(writer, record)
             if improved:
-                best_state = {"epoch": epoch + 1, "model": _unwrapped(model).state_dict(), "metrics": scored}
+                best_state = {"epoch": epoch + 1, "model": _cpu_state(model), "metrics": scored}
                 checkpoints.save(best_state, run_dir / "checkpoints" / checkpoints.BEST)
             last = epoch + 1 == epochs or monitor.should_stop
             if (epoch + 1) % every == 0 or last:
                 checkpoints.save({
-                    "epoch": epoch + 1, "model": _unwrapped(model).state_dict(), "optimizer": optimizer.state_dict(),
+                    "epoch": epoch + 1, "model": _cpu_state(model), "optimizer": optimizer.state_dict(),
                     "early_stopping": monitor.state(), "history": result.history, "rng": checkpoints.rng_state(),
                     "best_model": best_state,
                 }, run_dir / "checkpoints" / checkpoints.LAST)
@@ -234,31 +279,66 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
     result.best_epoch, result.best_value = monitor.best_epoch, monitor.best_value
     if writer is not None:
         writer.close()
-    best_path = run_dir / "checkpoints" / checkpoints.BEST
-    if strategy.is_main and best_path.exists():
-        _unwrapped(model).load_state_dict(checkpoints.load(best_path)["model"])
-    result.model = _unwrapped(model)
+    final = _unwrapped(model).cpu()
+    if best_state is not None:
+        final.load_state_dict(best_state["model"])
+    result.model = final
     return result
+
+
+def _cpu_state(model: nn.Module) -> dict:
+    return {k: v.detach().cpu() for k, v in _unwrapped(model).state_dict().items()}
 
 
 def _unwrapped(model: nn.Module) -> nn.Module:
     return getattr(model, "module", model)
 
 
-def _train_epoch(model, optimizer, layout, decoders, loader, data, epoch, seed, strategy, show, label):
-    model.train()
+class _Step:
+    """One optimisation step and one inference pass, on the strategy's device and precision."""
+
+    def __init__(self, model, optimizer, layout, device, autocast_dtype, scaler):
+        self.model, self.optimizer, self.layout, self.device = model, optimizer, layout, device
+        self.autocast_dtype, self.scaler = autocast_dtype, scaler
+
+    def _to_device(self, tensors: dict) -> dict:
+        if self.device.type == "cpu":
+            return tensors
+        return {k: v.to(self.device, non_blocking=True) for k, v in tensors.items()}
+
+    def _autocast(self):
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None)
+
+    def train(self, inputs: dict, targets: dict) -> dict[str, torch.Tensor]:
+        inputs, targets = self._to_device(inputs), self._to_device(targets)
+        self.optimizer.zero_grad(set_to_none=True)
+        with self._autocast():
+            logits = self.model(inputs)
+        loss = output_loss(self.layout, {k: v.float() for k, v in logits.items()}, targets)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return {k: v.detach().float().cpu() for k, v in logits.items()}
+
+    def chunks(self, chunks):
+        """Evaluation chunks moved to the device, outputs back on the CPU in float32."""
+        self.model.eval()
+        for chunk in chunks:
+            with torch.inference_mode(), self._autocast():
+                outputs = self.model(self._to_device(chunk.inputs))
+            yield chunk, {k: v.float().cpu() for k, v in outputs.items()}
+
+
+def _train_epoch(step: _Step, decoders, loader, data, epoch, seed, strategy, show, label):
+    step.model.train()
     logits_parts: dict[str, list[torch.Tensor]] = {}
     target_parts: dict[str, list[torch.Tensor]] = {}
     seen = 0
     bar = tqdm(total=len(data) or None, desc=label, unit="rows", leave=False, disable=not show, mininterval=0.5)
     for inputs, targets in loader.train_batches(data, epoch, seed):
-        optimizer.zero_grad(set_to_none=True)
-        logits = model(inputs)
-        loss = output_loss(layout, logits, targets)
-        loss.backward()
-        optimizer.step()
+        logits = step.train(inputs, targets)
         for name, z in logits.items():
-            logits_parts.setdefault(name, []).append(z.detach())
+            logits_parts.setdefault(name, []).append(z)
             target_parts.setdefault(name, []).append(targets[name])
         n = len(next(iter(targets.values())))
         seen += n
@@ -266,15 +346,17 @@ def _train_epoch(model, optimizer, layout, decoders, loader, data, epoch, seed, 
     bar.close()
     logits_np = {k: torch.cat(v).numpy() for k, v in logits_parts.items()}
     targets_np = {k: torch.cat(v).numpy() for k, v in target_parts.items()}
-    return compute_metrics(layout, decoders, strategy.gather(logits_np), strategy.gather(targets_np)), seen
+    return compute_metrics(step.layout, decoders, strategy.gather(logits_np), strategy.gather(targets_np)), seen
 
 
-def _evaluate(model, layout, decoders, loader, data, strategy) -> dict[str, float]:
-    scored = score(model, loader.eval_batches(data), layout)
-    return compute_metrics(layout, decoders, strategy.gather(scored.logits), strategy.gather(scored.targets))
+def _evaluate(step: _Step, decoders, loader, data, strategy) -> dict[str, float]:
+    scored = score(step.model, loader.eval_batches(data), step.layout, step)
+    return compute_metrics(step.layout, decoders, strategy.gather(scored.logits), strategy.gather(scored.targets))
 
 
 def _log_epoch(writer, record: dict) -> None:
+    if writer is None:
+        return
     step = record["epoch"]
     for split in ("train", "validation"):
         for name, value in record[split].items():

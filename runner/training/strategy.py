@@ -1,21 +1,39 @@
 """Distribution strategies: what the one training loop asks of its surroundings.
 
-The loop never knows whether it runs alone, under Horovod or under DDP; it
-asks the strategy for rank and size, lets it wrap model and optimizer, and
-has it reduce metrics across workers.
+The loop never knows whether it runs alone, under Horovod or under DDP: it asks
+the strategy for rank, world size and device, lets it wrap model and optimizer
+(broadcast of rank 0's initial state, gradient averaging), and has it gather
+predictions so that reported metrics cover every worker's rows.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import torch
 
 
+def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
+
+
+def pick_device(use_gpu: bool, local_rank: int = 0) -> torch.device:
+    if use_gpu and torch.cuda.is_available():
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
 class LocalStrategy:
     """One process: every collective is the identity."""
 
+    name = "local"
     rank = 0
     world_size = 1
+    local_size = 1  # workers of this run on this machine
+
+    def __init__(self, use_gpu: bool = False):
+        self.device = pick_device(use_gpu)
 
     @property
     def is_main(self) -> bool:
@@ -24,9 +42,78 @@ class LocalStrategy:
     def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer):
         return model, optimizer
 
-    def sum(self, values: np.ndarray) -> np.ndarray:
-        return values
-
     def gather(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Concatenate per-worker arrays (predictions, targets) in rank order."""
         return arrays
+
+    def all_true(self, flag: bool) -> bool:
+        return flag
+
+
+class HorovodStrategy(LocalStrategy):
+    """Horovod: ring-allreduce of gradients (optionally fp16-compressed)."""
+
+    name = "horovod"
+
+    def __init__(self, use_gpu: bool = False, compression: str = "none"):
+        import horovod.torch as hvd
+
+        hvd.init()
+        self.hvd = hvd
+        self.rank = hvd.rank()
+        self.world_size = hvd.size()
+        self.local_size = hvd.local_size()
+        self.compression = compression
+        self.device = pick_device(use_gpu, hvd.local_rank())
+
+    def prepare(self, model, optimizer):
+        hvd = self.hvd
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        compression = hvd.Compression.fp16 if self.compression == "fp16" else hvd.Compression.none
+        optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                             compression=compression)
+        return model, optimizer
+
+    def gather(self, arrays):
+        return _concat(self.hvd.allgather_object(arrays))
+
+    def all_true(self, flag: bool) -> bool:
+        return all(self.hvd.allgather_object(bool(flag)))
+
+
+class DDPStrategy(LocalStrategy):
+    """torch DistributedDataParallel in a process group Ray Train set up (gloo on CPU, NCCL on GPU)."""
+
+    name = "ddp"
+
+    def __init__(self, use_gpu: bool = False, compression: str = "none"):
+        import torch.distributed as dist
+
+        self.dist = dist
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        self.local_size = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))
+        self.compression = compression
+        self.device = pick_device(use_gpu, int(os.environ.get("LOCAL_RANK", 0)))
+
+    def prepare(self, model, optimizer):
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        wrapped = DistributedDataParallel(model, device_ids=ids)  # broadcasts rank 0's parameters
+        if self.compression == "fp16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            wrapped.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        return wrapped, optimizer
+
+    def gather(self, arrays):
+        parts = [None] * self.world_size
+        self.dist.all_gather_object(parts, arrays)
+        return _concat(parts)
+
+    def all_true(self, flag: bool) -> bool:
+        parts = [None] * self.world_size
+        self.dist.all_gather_object(parts, bool(flag))
+        return all(parts)

@@ -1,16 +1,242 @@
-"""Trainer objects (conf/trainer): how the one training loop is run."""
+"""Trainer objects (conf/trainer): how the one training loop is run.
+
+local   - the loop in this process.
+horovod - Horovod: on Ray through horovod.ray.RayExecutor (workers are Ray
+          actors), or in-process under horovodrun (backend=horovod).
+ddp     - torch DDP through Ray Train's TorchTrainer.
+
+Every trainer gets a job factory (make_job(world_size) -> TrainingJob) so that
+a retried attempt gets fresh data shards, and every retry resumes from the
+checkpoint the failed attempt left.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from runner.errors import UserError
+from runner.training import checkpoints
 from runner.training.loop import TrainingJob, TrainingResult, run_training
 from runner.training.strategy import LocalStrategy
+
+log = logging.getLogger(__name__)
+JobFactory = Callable[[int], TrainingJob]
 
 
 class LocalTrainer:
     """The loop in this process."""
 
+    name = "local"
+
     def __init__(self, **settings):
         self.settings = settings
 
-    def fit(self, job: TrainingJob, backend) -> TrainingResult:
-        return run_training(job, LocalStrategy())
+    def world_size(self, backend) -> int:
+        return 1
+
+    def fit(self, make_job: JobFactory, backend) -> TrainingResult:
+        return run_training(make_job(1), LocalStrategy(use_gpu=bool(self.settings.get("use_gpu"))))
+
+
+def _worker_logging(job: TrainingJob, rank: int) -> None:
+    """Workers log to <logdir>/rank-N.log (and to stderr, which Ray forwards)."""
+    logdir = Path(job.trainer_cfg.get("logdir") or Path(job.run_dir) / "workers")
+    logdir.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger()
+    if not any(getattr(h, "_runner_worker", False) for h in root.handlers):
+        handler = logging.FileHandler(logdir / f"rank-{rank}.log")
+        handler._runner_worker = True
+        handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+
+
+class DistributedTrainer(LocalTrainer):
+    """What Horovod and DDP share: worker count, resources, retries."""
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        self.max_retries = int(settings.get("max_retries", 3))
+        self.resources = {k: float(v) for k, v in (settings.get("resources_per_worker") or {"CPU": 1.0}).items()}
+
+    def _cluster(self):
+        import ray
+
+        return ray.cluster_resources()
+
+    def use_gpu(self) -> bool:
+        if self.settings.get("use_gpu") is not None:
+            return bool(self.settings["use_gpu"])
+        return self._cluster().get("GPU", 0) > 0
+
+    def world_size(self, backend) -> int:
+        if self.settings.get("num_workers"):
+            return int(self.settings["num_workers"])
+        return max(int(self._cluster().get("GPU", 0)), 1)
+
+    def _check_placeable(self, workers: int) -> None:
+        """More workers than the cluster can ever hold is an error now, not a hang later."""
+        total = self._cluster()
+        need = dict(self.resources)
+        if self.use_gpu():
+            need.setdefault("GPU", 1.0)
+        for resource, amount in need.items():
+            have = total.get(resource, 0.0)
+            if workers * amount > have + 1e-9:
+                raise UserError(
+                    f"trainer.num_workers={workers} with {amount:g} {resource} each needs {workers * amount:g} "
+                    f"{resource}, but the cluster has {have:g}; lower trainer.num_workers or "
+                    "trainer.resources_per_worker"
+                )
+
+    def _worker_settings(self, job: TrainingJob) -> TrainingJob:
+        return replace(job, trainer_cfg={**job.trainer_cfg, "use_gpu": self.use_gpu()})
+
+    def fit(self, make_job: JobFactory, backend) -> TrainingResult:
+        if backend.name != "ray":
+            raise UserError(f"trainer={self.name} runs on Ray: add backend=ray"
+                            + (" (or launch with horovodrun and backend=horovod)" if self.name == "horovod" else ""))
+        workers = self.world_size(backend)
+        self._check_placeable(workers)
+        attempt = 0
+        while True:
+            job = self._worker_settings(make_job(workers))
+            if attempt:
+                job = replace(job, trainer_cfg={**job.trainer_cfg, "resume_if_present": True})
+            try:
+                return self._run(job, workers)
+            except UserError:
+                raise
+            except Exception as error:  # a worker died or failed: the attempt is lost, the checkpoint is not
+                attempt += 1
+                last = Path(job.run_dir) / "checkpoints" / checkpoints.LAST
+                reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+                if attempt > self.max_retries:
+                    where = f"the last checkpoint is {last}; resume with trainer.resume_from={job.run_dir}" if last.exists() \
+                        else "no checkpoint was written"
+                    raise UserError(f"training failed after {attempt} attempt(s) (trainer.max_retries="
+                                    f"{self.max_retries}): {type(error).__name__}: {reason}; {where}") from None
+                log.warning("a training worker failed (%s: %s); retry %d/%d from %s", type(error).__name__, reason,
+                            attempt, self.max_retries, last if last.exists() else "the start")
+
+
+def _horovod_worker(job: TrainingJob) -> TrainingResult | None:
+    from runner.training.strategy import HorovodStrategy
+
+    strategy = HorovodStrategy(use_gpu=bool(job.trainer_cfg.get("use_gpu")),
+                               compression=job.trainer_cfg.get("compression", "none"))
+    _worker_logging(job, strategy.rank)
+    result = run_training(job, strategy)
+    return result if strategy.is_main else None
+
+
+class HorovodTrainer(DistributedTrainer):
+    name = "horovod"
+
+    def world_size(self, backend) -> int:
+        if backend.name == "horovod":
+            return backend.size
+        return super().world_size(backend)
+
+    def fit(self, make_job: JobFactory, backend) -> TrainingResult:
+        if backend.name == "horovod":  # under horovodrun: this process is one rank
+            return _horovod_worker(self._worker_settings_local(make_job(backend.size)))
+        return super().fit(make_job, backend)
+
+    def _worker_settings_local(self, job: TrainingJob) -> TrainingJob:
+        use_gpu = self.settings.get("use_gpu")
+        if use_gpu is None:
+            import torch
+
+            use_gpu = torch.cuda.is_available()
+        return replace(job, trainer_cfg={**job.trainer_cfg, "use_gpu": bool(use_gpu)})
+
+    def _run(self, job: TrainingJob, workers: int) -> TrainingResult:
+        import ray
+        from horovod.ray import RayExecutor
+
+        settings = RayExecutor.create_settings(timeout_s=60, placement_group_timeout_s=60)
+        executor = RayExecutor(settings, num_workers=workers, cpus_per_worker=self.resources.get("CPU", 1.0),
+                               use_gpu=bool(job.trainer_cfg["use_gpu"]),
+                               gpus_per_worker=self.resources.get("GPU") if job.trainer_cfg["use_gpu"] else None)
+        executor.start(extra_env_vars={"PYTHONUNBUFFERED": "1"})
+        try:
+            futures = executor.run_remote(_horovod_worker, args=[job])
+            pending = list(futures)
+            while pending:  # fail as soon as any worker fails, instead of waiting on a blocked rank 0
+                done, pending = ray.wait(pending, num_returns=1)
+                ray.get(done)
+            results = ray.get(futures)
+        finally:
+            executor.shutdown()
+        return next(r for r in results if r is not None)
+
+
+def _ddp_worker(config: dict) -> None:
+    from runner.training.strategy import DDPStrategy
+
+    job: TrainingJob = config["job"]
+    strategy = DDPStrategy(use_gpu=bool(job.trainer_cfg.get("use_gpu")),
+                           compression=job.trainer_cfg.get("compression", "none"))
+    _worker_logging(job, strategy.rank)
+    import ray.train
+
+    context = ray.train.get_context()
+    if context.get_world_rank() != strategy.rank:
+        raise RuntimeError("Ray Train and torch.distributed disagree on this worker's rank")
+    # A restarted worker group resumes from the checkpoint the failed one left.
+    job = replace(job, trainer_cfg={**job.trainer_cfg, "resume_if_present": True})
+    result = run_training(job, strategy)
+    if strategy.is_main:
+        import pickle
+
+        with open(Path(job.run_dir) / "checkpoints" / "result.pkl", "wb") as handle:
+            pickle.dump(result, handle)
+
+
+class DDPTrainer(DistributedTrainer):
+    """Ray Train's TorchTrainer: ScalingConfig, FailureConfig and RunConfig mapped from our keys."""
+
+    name = "ddp"
+
+    def fit(self, make_job: JobFactory, backend) -> TrainingResult:
+        if backend.name != "ray":
+            raise UserError("trainer=ddp runs on Ray Train: add backend=ray")
+        workers = self.world_size(backend)
+        self._check_placeable(workers)
+        return self._run(self._worker_settings(make_job(workers)), workers)
+
+    def _run(self, job: TrainingJob, workers: int) -> TrainingResult:
+        import pickle
+
+        from ray.train import FailureConfig, RunConfig, ScalingConfig
+        from ray.train.torch import TorchConfig, TorchTrainer
+
+        use_gpu = bool(job.trainer_cfg["use_gpu"])
+        storage = Path(job.trainer_cfg.get("logdir") or Path(job.run_dir) / "workers").absolute()
+        trainer = TorchTrainer(
+            _ddp_worker,
+            train_loop_config={"job": job},
+            torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
+            scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu,
+                                         resources_per_worker=self.resources),
+            run_config=RunConfig(name="ddp", storage_path=str(storage),
+                                 failure_config=FailureConfig(max_failures=self.max_retries)),
+        )
+        try:
+            trainer.fit()
+        except Exception as error:
+            last = Path(job.run_dir) / "checkpoints" / checkpoints.LAST
+            where = f"the last checkpoint is {last}; resume with trainer.resume_from={job.run_dir}" if last.exists() \
+                else "no checkpoint was written"
+            reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+            raise UserError(f"DDP training failed (trainer.max_retries={self.max_retries}): "
+                            f"{type(error).__name__}: {reason}; {where}") from None
+        with open(Path(job.run_dir) / "checkpoints" / "result.pkl", "rb") as handle:
+            return pickle.load(handle)
+
+
+__all__ = ["LocalTrainer", "HorovodTrainer", "DDPTrainer"]

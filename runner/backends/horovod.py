@@ -1,0 +1,50 @@
+"""backend=horovod: this process is one rank of a `horovodrun -np N python run.py ...` job.
+
+Rank 0 preprocesses first while the others wait, then every rank finds the
+cache entry (use a cache_dir all hosts can read, e.g. s3://, across machines);
+each rank trains on its shard of the cache; only rank 0 writes the outputs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger(__name__)
+HOROVODRUN_VARIABLES = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_HOSTNAME", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+
+
+def launched_by_horovodrun() -> str | None:
+    """The environment variable that shows this process was started by horovodrun/mpirun, if any."""
+    return next((name for name in HOROVODRUN_VARIABLES if name in os.environ), None)
+
+
+class HorovodBackend:
+    name = "horovod"
+
+    def __enter__(self):
+        import horovod.torch as hvd
+
+        hvd.init()
+        self.hvd = hvd
+        self.rank, self.size = hvd.rank(), hvd.size()
+        log.info("horovod backend: rank %d of %d", self.rank, self.size)
+        return self
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def main_first(self, fn):
+        """fn on rank 0, then on the others (which then find rank 0's work, e.g. the cache)."""
+        if self.is_main:
+            try:
+                result = fn()
+            finally:
+                self.hvd.broadcast_object(True, root_rank=0, name="main_first")
+            return result
+        self.hvd.broadcast_object(None, root_rank=0, name="main_first")
+        return fn()
+
+    def __exit__(self, *exc) -> None:
+        self.hvd.shutdown()

@@ -1,0 +1,122 @@
+"""Distributed training on a real local Ray: Horovod (RayExecutor) and DDP (Ray Train),
+1-vs-2-worker equivalence, real worker kills with recovery, and placement errors."""
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from conftest import compose_config
+from runner.commands import run_command
+from runner.errors import UserError
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+# Two workers on two cores leave nothing for Ray Data tasks: half a CPU each.
+TWO = ["trainer.num_workers=2", "trainer.resources_per_worker={CPU:0.5}"]
+
+
+def run(run_dir, cache_dir, *overrides):
+    cfg = compose_config(["backend=ray", f"cache_dir={cache_dir}", "trainer.progress_bar=false",
+                          "dataset.synthetic_rows=6000", *overrides])
+    return run_command(cfg, run_dir)
+
+
+def history(run_dir):
+    import torch
+
+    return torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["history"]
+
+
+@pytest.mark.parametrize("trainer", ["horovod", "ddp"])
+def test_two_workers_train_and_report_all_rows(tmp_path, cache_dir, trainer):
+    metrics = run(tmp_path / "run", cache_dir, f"trainer={trainer}", *TWO, "trainer.epochs=6")
+    assert metrics["test"]["label/roc_auc"] > 0.85
+    report = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert report["training"]["epochs_run"] == 6
+    # Both ranks ran (their pid files), rank 0 alone wrote checkpoints and outputs.
+    assert sorted(p.name for p in (tmp_path / "run" / "workers").glob("rank-*.pid")) == ["rank-0.pid", "rank-1.pid"]
+    assert (tmp_path / "run" / "model" / "weights.pt").exists()
+
+
+@pytest.mark.parametrize("trainer", ["horovod", "ddp"])
+def test_two_workers_track_one_worker(tmp_path, cache_dir, trainer):
+    """Same seed, same global batch (1 x 128 vs 2 x 64): per-epoch training loss tracks closely."""
+    common = [f"trainer={trainer}", "trainer.epochs=5", "trainer.learning_rate_scaling=none",
+              "trainer.early_stopping.patience=0", "trainer.resources_per_worker={CPU:0.5}",
+              "loader=local"]
+    run(tmp_path / "one", cache_dir, *common, "trainer.num_workers=1", "trainer.batch_size=128")
+    run(tmp_path / "two", cache_dir, *common, "trainer.num_workers=2", "trainer.batch_size=64")
+    one = [h["train"]["loss"] for h in history(tmp_path / "one")]
+    two = [h["train"]["loss"] for h in history(tmp_path / "two")]
+    assert len(one) == len(two) == 5
+    assert two[-1] < two[0] * 0.8  # it learns
+    for a, b in zip(one, two, strict=True):
+        assert abs(a - b) / a < 0.05, (one, two)
+
+
+def kill_a_worker_mid_run(run_dir, after_epoch=1):
+    """SIGKILL rank 1's process once a checkpoint of `after_epoch` exists."""
+    import torch
+
+    last = run_dir / "checkpoints" / "last.pt"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        try:
+            if last.exists() and torch.load(last, weights_only=False)["epoch"] >= after_epoch:
+                break
+        except Exception:
+            pass
+        time.sleep(0.05)
+    pid = int((run_dir / "workers" / "rank-1.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+@pytest.mark.parametrize("trainer", ["horovod", "ddp"])
+def test_a_killed_worker_is_replaced_and_the_run_finishes(tmp_path, cache_dir, trainer, caplog):
+    caplog.set_level("INFO")
+    run_dir = tmp_path / "run"
+    overrides = [f"trainer={trainer}", *TWO, "trainer.epochs=12", "trainer.max_retries=2",
+                 "trainer.early_stopping.patience=0", "dataset.synthetic_rows=40000", "loader=local"]
+    killer = threading.Thread(target=kill_a_worker_mid_run, args=(run_dir,))
+    killer.start()
+    metrics = run(run_dir, cache_dir, *overrides)
+    killer.join()
+    report = json.loads((run_dir / "metrics.json").read_text())["training"]
+    assert report["epochs_run"] == 12
+    assert report["resumed_at_epoch"] is not None and report["resumed_at_epoch"] >= 1
+    assert metrics["test"]["label/roc_auc"] > 0.9
+    if trainer == "horovod":
+        assert "a training worker failed" in caplog.text
+
+
+def test_no_retries_stops_with_a_clear_error_and_keeps_the_checkpoint(tmp_path, cache_dir):
+    run_dir = tmp_path / "run"
+    killer = threading.Thread(target=kill_a_worker_mid_run, args=(run_dir,))
+    killer.start()
+    with pytest.raises(UserError, match=r"training failed after 1 attempt\(s\) \(trainer.max_retries=0\).*"
+                                        r"resume with trainer.resume_from="):
+        run(run_dir, cache_dir, "trainer=horovod", *TWO, "trainer.epochs=40", "trainer.max_retries=0",
+            "trainer.early_stopping.patience=0", "dataset.synthetic_rows=40000", "loader=local")
+    killer.join()
+    import torch
+
+    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
+    assert state["epoch"] >= 1 and "optimizer" in state
+    assert not (run_dir / "model").exists()
+
+
+@pytest.mark.parametrize("trainer", ["horovod", "ddp"])
+def test_more_workers_than_the_cluster_holds_is_an_error_not_a_hang(tmp_path, cache_dir, trainer):
+    started = time.perf_counter()
+    with pytest.raises(UserError, match=r"trainer.num_workers=8 with 1 CPU each needs 8 CPU, but the cluster has 2"):
+        run(tmp_path / "run", cache_dir, f"trainer={trainer}", "trainer.num_workers=8", "trainer.epochs=1")
+    assert time.perf_counter() - started < 30
+
+
+def test_distributed_trainers_need_ray(tmp_path, cache_dir):
+    with pytest.raises(UserError, match="trainer=ddp runs on Ray Train: add backend=ray"):
+        run_command(compose_config(["backend=local", "trainer=ddp", f"cache_dir={cache_dir}"]), tmp_path / "run")
