@@ -33,7 +33,7 @@ def history(run_dir):
 @pytest.mark.parametrize("trainer", ["horovod", "ddp"])
 def test_two_workers_train_and_report_all_rows(tmp_path, cache_dir, trainer):
     metrics = run(tmp_path / "run", cache_dir, f"trainer={trainer}", *TWO, "trainer.epochs=6")
-    assert metrics["test"]["label/roc_auc"] > 0.85
+    assert metrics["test"]["label/roc_auc"] > 0.8
     report = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert report["training"]["epochs_run"] == 6
     # Both ranks ran (their pid files), rank 0 alone wrote checkpoints and outputs.

@@ -100,20 +100,31 @@ def score(model: nn.Module, chunks, layout: Layout, step: _Step | None = None) -
     """Runs the model over evaluation chunks (TensorTables) in inference mode."""
     step = step or _Step(model, None, layout, torch.device("cpu"), None, None)
     logits: dict[str, list] = {spec.name: [] for spec in layout.outputs}
-    targets: dict[str, list] = {}
+    targets: dict[str, list] = {spec.name: [] for spec in layout.outputs}
     rows = []
     for chunk, outputs in step.chunks(chunks):
         for name, z in outputs.items():
             logits[name].append(z.numpy())
         for name, y in chunk.targets.items():
-            targets.setdefault(name, []).append(y.numpy())
+            targets[name].append(y.numpy())
         rows.append(chunk.row_ids.numpy())
-    sizes = {spec.name: spec.size for spec in layout.outputs}
-    return Scored(
-        {k: np.concatenate(v) if v else np.zeros((0, sizes[k]), np.float32) for k, v in logits.items()},
-        {k: np.concatenate(v) for k, v in targets.items()},
-        np.concatenate(rows) if rows else np.zeros(0, np.int64),
-    )
+    # Unlabelled data (predict) has no targets; an empty shard still reports empty ones.
+    with_targets = any(targets.values()) or not rows
+    return Scored(_stack(layout, logits, "logits"), _stack(layout, targets, "targets") if with_targets else {},
+                  np.concatenate(rows) if rows else np.zeros(0, np.int64))
+
+
+def _stack(layout: Layout, parts: dict[str, list], kind: str) -> dict[str, np.ndarray]:
+    """Concatenated per-output arrays; a worker with no rows still returns every output (empty)."""
+    out = {}
+    for spec in layout.outputs:
+        if parts[spec.name]:
+            out[spec.name] = np.concatenate(parts[spec.name])
+        elif kind == "logits":
+            out[spec.name] = np.zeros((0, spec.size), np.float32)
+        else:
+            out[spec.name] = np.zeros(0, np.int64 if spec.type == "category" else np.float32)
+    return out
 
 
 class EarlyStopping:
@@ -311,7 +322,7 @@ class _Step:
 
     def train(self, inputs: dict, targets: dict) -> dict[str, torch.Tensor]:
         inputs, targets = self._to_device(inputs), self._to_device(targets)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         with self._autocast():
             logits = self.model(inputs)
         loss = output_loss(self.layout, {k: v.float() for k, v in logits.items()}, targets)
@@ -331,21 +342,20 @@ class _Step:
 
 def _train_epoch(step: _Step, decoders, loader, data, epoch, seed, strategy, show, label):
     step.model.train()
-    logits_parts: dict[str, list[torch.Tensor]] = {}
-    target_parts: dict[str, list[torch.Tensor]] = {}
+    logits_parts: dict[str, list] = {spec.name: [] for spec in step.layout.outputs}
+    target_parts: dict[str, list] = {spec.name: [] for spec in step.layout.outputs}
     seen = 0
     bar = tqdm(total=len(data) or None, desc=label, unit="rows", leave=False, disable=not show, mininterval=0.5)
     for inputs, targets in loader.train_batches(data, epoch, seed):
         logits = step.train(inputs, targets)
         for name, z in logits.items():
-            logits_parts.setdefault(name, []).append(z)
-            target_parts.setdefault(name, []).append(targets[name])
+            logits_parts[name].append(z.numpy())
+            target_parts[name].append(targets[name].numpy())
         n = len(next(iter(targets.values())))
         seen += n
         bar.update(n)
     bar.close()
-    logits_np = {k: torch.cat(v).numpy() for k, v in logits_parts.items()}
-    targets_np = {k: torch.cat(v).numpy() for k, v in target_parts.items()}
+    logits_np, targets_np = _stack(step.layout, logits_parts, "logits"), _stack(step.layout, target_parts, "targets")
     return compute_metrics(step.layout, decoders, strategy.gather(logits_np), strategy.gather(targets_np)), seen
 
 

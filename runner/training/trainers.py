@@ -108,9 +108,8 @@ class DistributedTrainer(LocalTrainer):
                 job = replace(job, trainer_cfg={**job.trainer_cfg, "resume_if_present": True})
             try:
                 return self._run(job, workers)
-            except UserError:
-                raise
-            except Exception as error:  # a worker died or failed: the attempt is lost, the checkpoint is not
+            except WorkerLost as lost:  # a worker process died: the attempt is lost, the checkpoint is not
+                error = lost.error
                 attempt += 1
                 last = Path(job.run_dir) / "checkpoints" / checkpoints.LAST
                 reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
@@ -121,6 +120,54 @@ class DistributedTrainer(LocalTrainer):
                                     f"{self.max_retries}): {type(error).__name__}: {reason}; {where}") from None
                 log.warning("a training worker failed (%s: %s); retry %d/%d from %s", type(error).__name__, reason,
                             attempt, self.max_retries, last if last.exists() else "the start")
+
+
+class WorkerLost(Exception):
+    """A training worker's process died (killed, out of memory, node lost)."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _collect(futures: list) -> list:
+    """Results of all workers; fails fast. A dead worker raises WorkerLost (retried);
+    an exception raised inside a worker is re-raised as itself (a UserError keeps its message)."""
+    import ray
+    from ray.exceptions import RayActorError, RayTaskError
+
+    pending = list(futures)
+    try:
+        while pending:  # as soon as any worker fails, instead of waiting on a blocked rank 0
+            done, pending = ray.wait(pending, num_returns=1)
+            ray.get(done)
+        return ray.get(futures)
+    except (RayActorError, RayTaskError) as first:
+        # Peers of a dead worker fail too (collective errors); look at every worker's fate.
+        ray.wait(futures, num_returns=len(futures), timeout=15)
+        errors = []
+        for future in futures:
+            try:
+                ray.get(future, timeout=0)
+            except Exception as error:  # noqa: BLE001 - classified below
+                errors.append(error)
+        if any(isinstance(e, RayActorError) for e in errors) or isinstance(first, RayActorError):
+            raise WorkerLost(next(e for e in errors + [first] if isinstance(e, RayActorError))) from None
+        cause = getattr(first, "cause", None)
+        if isinstance(cause, UserError):
+            raise cause from None
+        if _is_collective_failure(cause):
+            raise WorkerLost(first) from None
+        raise
+
+
+def _is_collective_failure(error) -> bool:
+    """Horovod/gloo errors that mean a peer went away rather than a bug in the step."""
+    if error is None:
+        return False
+    text = f"{type(error).__name__}: {error}"
+    return any(s in text for s in ("HorovodInternalError", "Connection closed by peer", "Connection reset by peer",
+                                   "Gloo", "gloo"))
 
 
 def _horovod_worker(job: TrainingJob) -> TrainingResult | None:
@@ -155,7 +202,6 @@ class HorovodTrainer(DistributedTrainer):
         return replace(job, trainer_cfg={**job.trainer_cfg, "use_gpu": bool(use_gpu)})
 
     def _run(self, job: TrainingJob, workers: int) -> TrainingResult:
-        import ray
         from horovod.ray import RayExecutor
 
         settings = RayExecutor.create_settings(timeout_s=60, placement_group_timeout_s=60)
@@ -164,12 +210,7 @@ class HorovodTrainer(DistributedTrainer):
                                gpus_per_worker=self.resources.get("GPU") if job.trainer_cfg["use_gpu"] else None)
         executor.start(extra_env_vars={"PYTHONUNBUFFERED": "1"})
         try:
-            futures = executor.run_remote(_horovod_worker, args=[job])
-            pending = list(futures)
-            while pending:  # fail as soon as any worker fails, instead of waiting on a blocked rank 0
-                done, pending = ray.wait(pending, num_returns=1)
-                ray.get(done)
-            results = ray.get(futures)
+            results = _collect(executor.run_remote(_horovod_worker, args=[job]))
         finally:
             executor.shutdown()
         return next(r for r in results if r is not None)
