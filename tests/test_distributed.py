@@ -37,7 +37,7 @@ def test_two_workers_train_and_report_all_rows(tmp_path, cache_dir, trainer):
     report = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert report["training"]["epochs_run"] == 6
     # Both ranks ran (their pid files), rank 0 alone wrote checkpoints and outputs.
-    assert sorted(p.name for p in (tmp_path / "run" / "workers").glob("rank-*.pid")) == ["rank-0.pid", "rank-1.pid"]
+    assert sorted(p.name for p in (tmp_path / "run" / "workers").glob("rank-*.json")) == ["rank-0.json", "rank-1.json"]
     assert (tmp_path / "run" / "model" / "weights.pt").exists()
 
 
@@ -70,7 +70,7 @@ def kill_a_worker_mid_run(run_dir, after_epoch=1):
         except Exception:
             pass
         time.sleep(0.05)
-    pid = int((run_dir / "workers" / "rank-1.pid").read_text())
+    pid = json.loads((run_dir / "workers" / "rank-1.json").read_text())["pid"]
     os.kill(pid, signal.SIGKILL)
     return pid
 

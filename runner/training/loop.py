@@ -197,13 +197,25 @@ def _set_threads(cfg: dict, strategy) -> None:
         torch.set_num_threads(int(threads))
 
 
+def _record_worker(run_dir: Path, strategy) -> None:
+    """workers/rank-N.json: where each worker ran (process, host, Ray node)."""
+    import json
+    import socket
+
+    from runner.processing.engines import current_node
+
+    (run_dir / "workers").mkdir(parents=True, exist_ok=True)
+    info = {"rank": strategy.rank, "world_size": strategy.world_size, "pid": os.getpid(),
+            "host": socket.gethostname(), "node": current_node(), "device": str(strategy.device)}
+    (run_dir / "workers" / f"rank-{strategy.rank}.json").write_text(json.dumps(info))
+
+
 def run_training(job: TrainingJob, strategy) -> TrainingResult:
     cfg = job.trainer_cfg
     _set_threads(cfg, strategy)
     seed = int(cfg["seed"])
     run_dir = Path(job.run_dir)
-    (run_dir / "workers").mkdir(parents=True, exist_ok=True)
-    (run_dir / "workers" / f"rank-{strategy.rank}.pid").write_text(str(os.getpid()))
+    _record_worker(run_dir, strategy)
     layout = Layout.from_meta(job.meta, job.model_cfg)
     decoders = Decoders(job.meta)
     train_data = job.loader.open(job.train_shards[strategy.rank], layout, equal=True)
