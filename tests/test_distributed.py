@@ -8,8 +8,8 @@ import threading
 import time
 
 import pytest
-
 from conftest import compose_config
+
 from runner.commands import run_command
 from runner.errors import UserError
 

@@ -4,8 +4,8 @@ own CPU): preprocessing tasks and training workers land on both nodes."""
 import json
 
 import pytest
-
 from conftest import compose_config
+
 from runner.commands import run_command
 
 
