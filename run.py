@@ -2,6 +2,7 @@
 
 import logging
 import sys
+import warnings
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -11,26 +12,48 @@ from runner.config import register_configs
 from runner.errors import UserError
 
 register_configs()
+# conf/hydra/launcher/ray.yaml extends hydra-ray-launcher's schema of the same name on purpose.
+warnings.filterwarnings("ignore", message=".*is validated against ConfigStore schema with the same name.*")
 log = logging.getLogger("runner")
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
+    """Runs cfg.command; returns the sweep objective, which optimizing sweepers read."""
+    import time
     from pathlib import Path
+
+    from hydra.types import RunMode
 
     from runner.commands import run_command
     from runner.redact import redact_hydra_dir
+    from runner.sweeps.objective import objective_value
+    from runner.sweeps.report import write_trial
 
     hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
     if hydra_cfg.output_subdir is not None:
-        redact_hydra_dir(Path(hydra_cfg.runtime.output_dir) / hydra_cfg.output_subdir)
+        redact_hydra_dir(run_dir / hydra_cfg.output_subdir)
+    in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
+    started = time.perf_counter()
+    record = {"objective": cfg.sweep.objective, "overrides": list(hydra_cfg.overrides.task)}
     try:
-        run_command(cfg, hydra_cfg.runtime.output_dir)
-    except UserError as error:
-        log.error("%s", error)
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
-    return None
+        metrics = run_command(cfg, run_dir)
+        value = objective_value(metrics, cfg.sweep.objective) if metrics else None
+    except Exception as error:
+        if in_sweep:  # a failed trial: recorded, and Hydra marks it failed; the sweep goes on
+            write_trial(run_dir, {**record, "status": "failed", "error": f"{type(error).__name__}: {error}",
+                                  "seconds": time.perf_counter() - started})
+            raise
+        if isinstance(error, UserError):
+            log.error("%s", error)
+            print(f"error: {error}", file=sys.stderr)
+            sys.exit(2)
+        raise
+    if in_sweep:
+        write_trial(run_dir, {**record, "status": "completed", "value": value,
+                              "seconds": time.perf_counter() - started})
+    return value
 
 
 if __name__ == "__main__":

@@ -44,7 +44,9 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" --upgrade pip wheel setuptools
 # The CPU torch first, so that no later requirement drags in the CUDA build.
 "${pip[@]}" torch==2.13.0
-"${pip[@]}" -e ".[test]"
+# compat mode: a .pth to this checkout, so the hydra_plugins namespace portion
+# (our launchers) imports everywhere, Ray workers included.
+"${pip[@]}" -e ".[test]" --config-settings editable_mode=compat
 # hydra-ray-launcher pins cloudpickle<3, which Dask needs; its `ray` launcher works
 # with cloudpickle 3, so it goes in without its pins (../shared/STACK.md).
 "${pip[@]}" --no-deps hydra-ray-launcher==1.2.2

@@ -196,6 +196,16 @@ class AutoLoaderConfig(RayLoaderConfig):
 
 
 @dataclass
+class SweepConfig:
+    # What run.py returns to Hydra and the sweep report ranks by: <split>/<metric>,
+    # e.g. val/roc_auc, val/loss, test/label/accuracy.
+    objective: str = "val/loss"
+    direction: str = "auto"  # maximize | minimize | auto (from the metric)
+    # hydra/launcher=ray: trials at once; null = as many as the cluster's CPUs can place.
+    max_concurrent: int | None = None
+
+
+@dataclass
 class RunConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -210,6 +220,7 @@ class RunConfig:
     # Storage options for an object-storage cache_dir: a mapping (key, secret,
     # endpoint_url, ...) or the path of a JSON file holding one. Never logged.
     cache_credentials: Any = None
+    sweep: SweepConfig = field(default_factory=SweepConfig)
     # A trained model's directory (<run>/model) for command=predict|evaluate.
     model_dir: str | None = None
 

@@ -76,7 +76,7 @@ def preprocess(processor, source: DataSource, features: FeatureSet, split: dict,
                 log.info("preprocessed in %.2fs: %s", seconds, _rows_line(meta))
                 return Preprocessed(cache.splits(key, meta), meta, False, seconds)
     seconds = time.perf_counter() - started
-    log.info("preprocessing skipped: cache hit %s (%s)", cache.entry(key).url, _rows_line(meta))
+    log.info("preprocessing skipped: cache hit %s (%s; %.3fs)", cache.entry(key).url, _rows_line(meta), seconds)
     return Preprocessed(cache.splits(key, meta), meta, True, seconds)
 
 

@@ -56,8 +56,10 @@ class TrainingResult:
     monitor: str = "loss"
     stopped_early: bool = False
     resumed_at_epoch: int | None = None
-    train_seconds: float = 0.0
-    samples_seen: int = 0
+    train_seconds: float = 0.0  # the epoch loop, validation and checkpoints included
+    step_seconds: float = 0.0  # training steps alone (what a bare loop would spend)
+    samples_seen: int = 0  # by all workers
+    world_size: int = 1
     model: nn.Module | None = None  # best weights, unwrapped
 
 
@@ -273,10 +275,11 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
         for group in optimizer.param_groups:
             group["lr"] = scaled_learning_rate(cfg, strategy.world_size, epoch)
         step = _Step(model, optimizer, layout, device, autocast_dtype, scaler)
-        train_metrics, seen = _train_epoch(step, decoders, job.loader, train_data, epoch, seed, strategy,
-                                           show=bool(cfg.get("progress_bar", True)) and strategy.is_main,
-                                           label=f"epoch {epoch + 1}/{epochs}")
-        result.samples_seen += seen
+        train_metrics, seen, step_seconds = _train_epoch(
+            step, decoders, job.loader, train_data, epoch, seed, strategy,
+            show=bool(cfg.get("progress_bar", True)) and strategy.is_main, label=f"epoch {epoch + 1}/{epochs}")
+        result.samples_seen += seen * strategy.world_size  # equal training shards
+        result.step_seconds += step_seconds
         val_metrics = _evaluate(step, decoders, job.loader, val_data, strategy) if has_validation else {}
         record = {"epoch": epoch + 1, "train": train_metrics, "validation": val_metrics,
                   "learning_rate": optimizer.param_groups[0]["lr"], "seconds": time.perf_counter() - epoch_started}
@@ -298,6 +301,7 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
                     "best_model": best_state,
                 }, run_dir / "checkpoints" / checkpoints.LAST)
     result.train_seconds = time.perf_counter() - started
+    result.world_size = strategy.world_size
     result.stopped_early = monitor.should_stop
     result.best_epoch, result.best_value = monitor.best_epoch, monitor.best_value
     if writer is not None:
@@ -358,8 +362,11 @@ def _train_epoch(step: _Step, decoders, loader, data, epoch, seed, strategy, sho
     target_parts: dict[str, list] = {spec.name: [] for spec in step.layout.outputs}
     seen = 0
     bar = tqdm(total=len(data) or None, desc=label, unit="rows", leave=False, disable=not show, mininterval=0.5)
+    started = time.perf_counter()
     for inputs, targets in loader.train_batches(data, epoch, seed):
         logits = step.train(inputs, targets)
+        if not seen and epoch == 0 and strategy.is_main:
+            log.info("first training step done %.2fs after the process started", _since_process_start())
         for name, z in logits.items():
             logits_parts[name].append(z.numpy())
             target_parts[name].append(targets[name].numpy())
@@ -367,8 +374,16 @@ def _train_epoch(step: _Step, decoders, loader, data, epoch, seed, strategy, sho
         seen += n
         bar.update(n)
     bar.close()
+    step_seconds = time.perf_counter() - started
     logits_np, targets_np = _stack(step.layout, logits_parts, "logits"), _stack(step.layout, target_parts, "targets")
-    return compute_metrics(step.layout, decoders, strategy.gather(logits_np), strategy.gather(targets_np)), seen
+    metrics = compute_metrics(step.layout, decoders, strategy.gather(logits_np), strategy.gather(targets_np))
+    return metrics, seen, step_seconds
+
+
+def _since_process_start() -> float:
+    import psutil
+
+    return time.time() - psutil.Process().create_time()
 
 
 def _evaluate(step: _Step, decoders, loader, data, strategy) -> dict[str, float]:

@@ -1,0 +1,334 @@
+"""The benchmark suite (nox -s bench): every figure side by side with its floor, in one run.
+
+Writes bench-results/figures.json and bench-results/figures.md. Sizes default to
+100k,1M,10M rows; `nox -s bench -- --sizes 100k,1M --quick` narrows it down.
+--smoke runs tiny sizes and is what the test suite calls to check that every
+figure is produced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = [sys.executable, str(ROOT / "run.py")]
+MODEL = ["trainer.progress_bar=false"]
+
+
+def parse_size(text: str) -> int:
+    text = text.strip().lower()
+    factor = {"k": 1_000, "m": 1_000_000}.get(text[-1], 1)
+    return int(float(text[:-1] if factor > 1 else text) * factor)
+
+
+def label(rows: int) -> str:
+    return f"{rows // 1_000_000}M" if rows >= 1_000_000 and rows % 1_000_000 == 0 else f"{rows // 1000}k" if rows >= 1000 else str(rows)
+
+
+def tree_memory(process: psutil.Process) -> int:
+    """Proportional set size of a process and all its descendants (shared memory counted once)."""
+    total = 0
+    for p in [process, *process.children(recursive=True)]:
+        try:
+            total += p.memory_full_info().pss
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return total
+
+
+def measure(args: list[str], env: dict | None = None, timeout: float = 3600) -> dict:
+    """Wall time and peak memory (process tree) of a command; its output too."""
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    started = time.perf_counter()
+    proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=err, text=True)
+    watched, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        peak = max(peak, tree_memory(watched))
+        if time.perf_counter() - started > timeout:
+            proc.kill()
+        time.sleep(0.2)
+    wall = time.perf_counter() - started
+    out.seek(0), err.seek(0)
+    result = {"wall_seconds": wall, "peak_memory_mb": peak / 2**20, "rc": proc.returncode,
+              "stdout": out.read(), "stderr": err.read()}
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}):\n{result['stderr'][-3000:]}")
+    return result
+
+
+def write_csv(rows: int, path: Path) -> Path:
+    """The synthetic table (the embedded default's generator) as CSV, written chunk by chunk."""
+    from runner.processing.synthetic import chunk_sizes, synthetic_chunk
+
+    with open(path, "w") as handle:
+        for i, n in enumerate(chunk_sizes(rows)):
+            synthetic_chunk(i, n).to_csv(handle, index=False, header=i == 0)
+    return path
+
+
+def logged_seconds(text: str, pattern: str) -> float | None:
+    match = re.search(pattern, text)
+    return float(match.group(1)) if match else None
+
+
+class Suite:
+    def __init__(self, work: Path, out: Path):
+        self.work, self.out = work, out
+        self.figures: dict = {"machine": {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30),
+                                          "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")},
+                              "sections": {}}
+
+    def record(self, section: str, key: str, value) -> None:
+        self.figures["sections"].setdefault(section, {})[key] = value
+        print(f"[bench] {section} / {key}: {json.dumps(value, default=str)[:300]}", flush=True)
+
+    def fresh_cache(self, name: str) -> Path:
+        path = self.work / "caches" / name
+        shutil.rmtree(path, ignore_errors=True)
+        return path
+
+    # -- the floor -----------------------------------------------------------------------------
+    def floor(self, data: Path, rows: int, epochs: int) -> dict:
+        result = measure([sys.executable, str(ROOT / "bench" / "floor.py"), str(data), str(epochs)])
+        figures = json.loads(result["stdout"].strip().splitlines()[-1])
+        figures.update(wall_seconds=result["wall_seconds"], peak_memory_mb=result["peak_memory_mb"])
+        self.record("floor", label(rows), figures)
+        return figures
+
+    # -- preprocessing -------------------------------------------------------------------------
+    def preprocessing(self, data: Path, rows: int, processor: str) -> dict:
+        backend = ["backend=local", "loader=local"] if processor == "pandas" else \
+            ["backend=ray", "backend.num_cpus=2", "loader=local"]
+        cache = self.fresh_cache(f"pre-{processor}-{rows}")
+        args = [*RUN, "command=preprocess", f"dataset.path={data}", f"processor={processor}", *backend,
+                f"cache_dir={cache}", f"hydra.run.dir={self.work / 'runs' / f'pre-{processor}-{rows}'}"]
+        cold = measure(args)
+        seconds = logged_seconds(cold["stderr"] + cold["stdout"], r"preprocessed in ([\d.]+)s")
+        warm = measure(args)
+        hit = logged_seconds(warm["stderr"] + warm["stdout"], r"cache hit .*?; ([\d.]+)s\)")
+        figures = {"seconds": seconds, "rows_per_second": rows / seconds, "cache_hit_seconds": hit,
+                   "cold_wall_seconds": cold["wall_seconds"], "warm_wall_seconds": warm["wall_seconds"],
+                   "peak_memory_mb": cold["peak_memory_mb"]}
+        self.record(f"preprocessing {processor}", label(rows), figures)
+        return figures
+
+    # -- whole experiment ----------------------------------------------------------------------
+    def experiment(self, data: Path, rows: int, backend: str, epochs: int = 3, extra: list[str] = ()) -> dict:
+        name = f"exp-{backend}-{rows}"
+        run_dir = self.work / "runs" / name
+        shutil.rmtree(run_dir, ignore_errors=True)
+        chosen = ["backend=local"] if backend == "local" else ["backend=ray", "backend.num_cpus=2"]
+        result = measure([*RUN, f"dataset.path={data}", *chosen, *MODEL, f"trainer.epochs={epochs}",
+                          "trainer.early_stopping.patience=0", f"cache_dir={self.fresh_cache(name)}",
+                          f"hydra.run.dir={run_dir}", *extra])
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        log = result["stderr"] + result["stdout"]
+        figures = {"wall_seconds": result["wall_seconds"], "peak_memory_mb": result["peak_memory_mb"],
+                   "test_roc_auc": metrics["test"]["label/roc_auc"],
+                   "train_samples_per_second": metrics["training"]["train_samples_per_second"],
+                   "preprocessing_seconds": metrics["training"]["preprocessing_seconds"],
+                   "first_step_seconds": logged_seconds(log, r"first training step done ([\d.]+)s"),
+                   "cache_entry": metrics["training"]["cache_entry"]}
+        self.record(f"experiment {backend}", label(rows), figures)
+        return figures
+
+    def loader_rate(self, cache_entry: str, rows: int) -> dict:
+        """Batches/s of the local loader alone over the training split (no model)."""
+        from runner.loading.local import LocalLoader
+        from runner.model.layout import Layout
+        from runner.processing.cache import META_FILE
+        from runner.storage import Location
+
+        splits = Location(cache_entry)
+        meta = json.loads((Path(cache_entry).parent / META_FILE).read_text())
+        from hydra import compose, initialize_config_dir
+
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            model_cfg = compose(config_name="config").model
+        layout = Layout.from_meta(meta, model_cfg)
+        loader = LocalLoader(batch_size=256)
+        started = time.perf_counter()
+        data = loader.open(loader.shards(splits.join("train"), 1, equal=True)[0], layout)
+        load_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        batches = sum(1 for _ in loader.train_batches(data, 0, 0))
+        seconds = time.perf_counter() - started
+        figures = {"batches_per_second": batches / seconds, "load_seconds": load_seconds, "batches": batches}
+        self.record("loader local", label(rows), figures)
+        return figures
+
+    def startup(self) -> dict:
+        help_run = measure([*RUN, "--help"])
+        figures = {"help_seconds": help_run["wall_seconds"]}
+        self.record("startup", "run.py --help", figures)
+        return figures
+
+    # -- distributed scaling (issue 4) ---------------------------------------------------------
+    def scaling(self, data: Path, rows: int) -> dict:
+        """Training samples/s with 1 and 2 workers, one thread each, on a compute-bound model."""
+        heavy = ["model.hidden_size=512", "model.num_layers=3", "trainer.num_threads=1",
+                 "trainer.learning_rate_scaling=none", "loader=local", "trainer.epochs=2",
+                 "trainer.early_stopping.patience=0", "trainer.batch_size=256"]
+        figures = {}
+        local = self.experiment(data, rows, "local", 2, heavy[:3] + heavy[4:])
+        figures["local_1"] = local["train_samples_per_second"]
+        for trainer in ("horovod", "ddp"):
+            for workers in (1, 2):
+                name = f"scale-{trainer}-{workers}"
+                run_dir = self.work / "runs" / name
+                shutil.rmtree(run_dir, ignore_errors=True)
+                measure([*RUN, f"dataset.path={data}", "backend=ray", "backend.num_cpus=2", f"trainer={trainer}",
+                         f"trainer.num_workers={workers}", "trainer.resources_per_worker={CPU:1}", *MODEL, *heavy,
+                         f"cache_dir={self.work / 'caches' / 'scaling'}", f"hydra.run.dir={run_dir}"])
+                report = json.loads((run_dir / "metrics.json").read_text())["training"]
+                figures[f"{trainer}_{workers}"] = report["train_samples_per_second"]
+            figures[f"{trainer}_efficiency"] = figures[f"{trainer}_2"] / (2 * figures[f"{trainer}_1"])
+            figures[f"{trainer}_speedup"] = figures[f"{trainer}_2"] / figures[f"{trainer}_1"]
+        self.record("scaling", label(rows), figures)
+        return figures
+
+    # -- out of core (issue 3) -----------------------------------------------------------------
+    def out_of_core(self, data: Path, rows: int, object_store_mb: int = 128) -> dict:
+        name = f"ooc-{rows}"
+        run_dir = self.work / "runs" / name
+        result = measure([*RUN, f"dataset.path={data}", "backend=ray", "backend.num_cpus=2",
+                          f"backend.object_store_memory={object_store_mb * 2**20}", "processor=dask",
+                          "processor.persist=false", "processor.blocksize=16MB", "loader=ray",
+                          "loader.window_size_bytes=16000000", *MODEL, "trainer.epochs=1",
+                          "trainer.early_stopping.patience=0", f"cache_dir={self.fresh_cache(name)}",
+                          f"hydra.run.dir={run_dir}"])
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        processed = sum(f.stat().st_size for f in Path(metrics["training"]["cache_entry"]).rglob("*.parquet"))
+        in_memory = rows * 8 * 10  # ~ten 8-byte columns once decoded
+        figures = {"raw_csv_mb": data.stat().st_size / 2**20, "decoded_table_mb": in_memory / 2**20,
+                   "processed_parquet_mb": processed / 2**20, "object_store_mb": object_store_mb,
+                   "peak_memory_mb": result["peak_memory_mb"], "wall_seconds": result["wall_seconds"],
+                   "test_roc_auc": metrics["test"]["label/roc_auc"]}
+        self.record("out of core", label(rows), figures)
+        return figures
+
+    def write(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "figures.json").write_text(json.dumps(self.figures, indent=2, default=str))
+        (self.out / "figures.md").write_text(render_markdown(self.figures))
+        print(f"[bench] wrote {self.out / 'figures.json'} and {self.out / 'figures.md'}")
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def render_markdown(figures: dict) -> str:
+    s = figures["sections"]
+    m = figures["machine"]
+    lines = [f"Measured {m['date']} on {m['cpus']} CPUs / {m['memory_gb']} GiB, Python {m['python']}; "
+             "every ratio compares two figures of the same run.", "",
+             "| figure | size | runner | floor / reference | ratio | target |", "|---|---|---|---|---|---|"]
+
+    def row(name, size, value, reference, r, target, unit=""):
+        fmt = (lambda v: "-" if v is None else f"{v:,.3g}{unit}" if isinstance(v, float) else f"{v}{unit}")
+        lines.append(f"| {name} | {size} | {fmt(value)} | {fmt(reference)} | "
+                     f"{'-' if r is None else f'{r:.2f}x'} | {target} |")
+
+    for size, floor in s.get("floor", {}).items():
+        for processor in ("pandas", "dask", "modin"):
+            pre = s.get(f"preprocessing {processor}", {}).get(size)
+            if pre:
+                row(f"preprocessing rows/s ({processor})", size, pre["rows_per_second"], floor["prep_rows_per_second"],
+                    ratio(pre["rows_per_second"], floor["prep_rows_per_second"]), ">= 0.5x" if processor == "pandas" else "")
+        pandas = s.get("preprocessing pandas", {}).get(size)
+        if pandas and pandas["cache_hit_seconds"]:
+            row("cache hit vs cold preprocessing (speed-up)", size, pandas["cache_hit_seconds"], pandas["seconds"],
+                ratio(pandas["seconds"], pandas["cache_hit_seconds"]), ">= 20x", "s")
+        exp = s.get("experiment local", {}).get(size)
+        if exp:
+            row("training samples/s (local trainer)", size, exp["train_samples_per_second"],
+                floor["train_samples_per_second"], ratio(exp["train_samples_per_second"], floor["train_samples_per_second"]),
+                ">= 0.8x")
+            row("whole experiment wall (3 epochs)", size, exp["wall_seconds"], floor["script_seconds"],
+                ratio(exp["wall_seconds"], floor["script_seconds"]), "<= 2x", "s")
+            row("test ROC AUC", size, exp["test_roc_auc"], floor["test_roc_auc"],
+                ratio(exp["test_roc_auc"], floor["test_roc_auc"]), ">= floor")
+            row("peak memory (experiment vs floor)", size, exp["peak_memory_mb"], floor["peak_memory_mb"],
+                ratio(exp["peak_memory_mb"], floor["peak_memory_mb"]), "", " MB")
+            row("time to first training step", size, exp["first_step_seconds"], None, None, "", "s")
+            loader = s.get("loader local", {}).get(size)
+            if loader:
+                consumed = exp["train_samples_per_second"] / 256
+                row("loader batches/s vs training consumption", size, loader["batches_per_second"], consumed,
+                    ratio(loader["batches_per_second"], consumed), ">= 5x")
+        ray_exp = s.get("experiment ray", {}).get(size)
+        if ray_exp and exp:
+            row("backend=ray vs backend=local wall", size, ray_exp["wall_seconds"], exp["wall_seconds"],
+                ratio(ray_exp["wall_seconds"], exp["wall_seconds"]), "<= 1.5x at 100k", "s")
+    for size, start in s.get("startup", {}).items():
+        row("`python run.py --help`", "-", start["help_seconds"], None, None, "", "s")
+    for size, sc in s.get("scaling", {}).items():
+        for trainer in ("horovod", "ddp"):
+            row(f"{trainer}: 2 workers vs 1 (samples/s, 1 thread each)", size, sc[f"{trainer}_2"], sc[f"{trainer}_1"],
+                sc[f"{trainer}_speedup"], ">= 1.7x")
+        row("local trainer, 1 thread (samples/s)", size, sc["local_1"], None, None, "")
+    for size, ooc in s.get("out of core", {}).items():
+        row("out-of-core peak memory vs decoded table", size, ooc["peak_memory_mb"], ooc["decoded_table_mb"],
+            ratio(ooc["peak_memory_mb"], ooc["decoded_table_mb"]), f"bounded (object store {ooc['object_store_mb']} MB)", " MB")
+    for name, sweep in s.get("sweeps", {}).items():
+        row(f"sweep of {sweep['trials']} trials: ray launcher vs basic launcher (wall)", name, sweep["ray_seconds"],
+            sweep["basic_seconds"], ratio(sweep["ray_seconds"], sweep["basic_seconds"]), "", "s")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="100k,1M,10M")
+    parser.add_argument("--out", default=str(ROOT / "bench-results"))
+    parser.add_argument("--work", default=None, help="scratch folder (data, caches, runs)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, every figure, for the test suite")
+    parser.add_argument("--skip", default="", help="comma-separated sections to skip: processors,ray,scaling,ooc,sweeps")
+    args = parser.parse_args(argv)
+    sizes = [2000] if args.smoke else [parse_size(s) for s in args.sizes.split(",")]
+    skip = set(filter(None, args.skip.split(",")))
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench-"))
+    (work / "data").mkdir(parents=True, exist_ok=True)
+    suite = Suite(work, Path(args.out))
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    suite.startup()
+    for rows in sizes:
+        data = write_csv(rows, work / "data" / f"synthetic-{rows}.csv")
+        epochs = 3
+        suite.floor(data, rows, epochs)
+        suite.preprocessing(data, rows, "pandas")
+        if "processors" not in skip and rows <= 10_000_000:
+            suite.preprocessing(data, rows, "dask")
+            suite.preprocessing(data, rows, "modin")
+        if rows <= 1_000_000 or args.smoke:
+            local = suite.experiment(data, rows, "local", epochs)
+            suite.loader_rate(local["cache_entry"], rows)
+        if "ray" not in skip and (rows == 100_000 or args.smoke):
+            suite.experiment(data, rows, "ray", epochs)
+        if "scaling" not in skip and (rows == 100_000 or args.smoke):
+            suite.scaling(data, rows)
+    if "ooc" not in skip:
+        rows = 4000 if args.smoke else 4_000_000
+        suite.out_of_core(write_csv(rows, work / "data" / f"ooc-{rows}.csv"), rows, 128)
+    if "sweeps" not in skip:
+        from bench.sweeps import sweep_figures
+
+        suite.record("sweeps", "3 trials", sweep_figures(work, smoke=args.smoke))
+    suite.write()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()

@@ -1,0 +1,135 @@
+"""Launchers for `--multirun` that write the sweep report, even when trials fail.
+
+hydra/launcher=ray   - trials as Ray tasks through hydra-ray-launcher. A trial's
+                       driver holds no CPU or GPU (its workers hold them), and at
+                       most as many trials run at once as the cluster can place
+                       (or sweep.max_concurrent), so trials never starve each other.
+hydra/launcher=local - Hydra's basic launcher, one trial after another.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.plugins.launcher import Launcher
+from omegaconf import DictConfig, OmegaConf
+
+from runner.sweeps.objective import maximizing
+from runner.sweeps.report import write_report
+
+log = logging.getLogger(__name__)
+
+
+def _report(config: DictConfig, returns: Sequence[JobReturn], overrides: Sequence[Sequence[str]],
+            first: int, seconds: list[float | None]) -> None:
+    jobs = []
+    for i, (ret, job_overrides) in enumerate(zip(returns, overrides, strict=True)):
+        status = "completed" if ret.status == JobStatus.COMPLETED else "failed"
+        error = "" if status == "completed" else f"{type(ret._return_value).__name__}: {ret._return_value}"
+        jobs.append({"num": first + i, "overrides": list(job_overrides), "status": status,
+                     "error": error.splitlines()[0] if error else "", "seconds": seconds[i]})
+    objective = config.get("sweep", {}).get("objective", "val/loss")
+    direction = config.get("sweep", {}).get("direction", "auto")
+    try:
+        write_report(Path(str(config.hydra.sweep.dir)), jobs, objective, maximizing(objective, direction))
+    except Exception:  # the report must never hide the trials' own results
+        log.exception("could not write the sweep report")
+
+
+class LocalTrialLauncherBase(Launcher):
+    """Hydra's basic launcher plus the sweep report."""
+
+    def __init__(self) -> None:
+        from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
+        self.basic = BasicLauncher()
+
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        self.config = config
+        self.basic.setup(hydra_context=hydra_context, task_function=task_function, config=config)
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        returns = self.basic.launch(job_overrides, initial_job_idx)
+        _report(self.config, returns, job_overrides, initial_job_idx, [None] * len(returns))
+        return returns
+
+
+def trial_cpus(sweep_config: DictConfig) -> float:
+    """CPUs one trial's workers hold (the trial driver itself holds none)."""
+    trainer = sweep_config.get("trainer", {})
+    workers = trainer.get("num_workers") or 1
+    per_worker = (trainer.get("resources_per_worker") or {}).get("CPU", 1.0)
+    return float(workers) * float(per_worker)
+
+
+class RayTrialLauncherBase(Launcher):
+    def __init__(self, ray: DictConfig) -> None:
+        self.ray_cfg = ray
+
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        import ray
+        from hydra.core.singleton import Singleton
+        from hydra.core.utils import configure_log, filter_overrides, setup_globals
+        from hydra_plugins.hydra_ray_launcher._launcher_util import launch_job_on_ray, start_ray
+        from omegaconf import open_dict
+
+        setup_globals()
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        init = OmegaConf.to_container(self.ray_cfg.init, resolve=True)
+        # hydra-ray-launcher would otherwise force a 75 MiB object store (and fail to attach).
+        init = {k: v for k, v in init.items() if v is not None}
+        start_ray(OmegaConf.create(init))
+        remote = self.ray_cfg.remote
+        configs = []
+        for i, overrides in enumerate(job_overrides):
+            sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            with open_dict(sweep_config):
+                sweep_config.hydra.job.id = f"job_id_for_{initial_job_idx + i}"
+                sweep_config.hydra.job.num = initial_job_idx + i
+            configs.append(sweep_config)
+        cap = self._cap(configs)
+        log.info("Ray launcher: %d trials, at most %d at once, sweep dir %s", len(configs), cap, sweep_dir)
+        returns: list[JobReturn | None] = [None] * len(configs)
+        seconds: list[float | None] = [None] * len(configs)
+        started: dict = {}
+        queue = list(range(len(configs)))
+        running: dict = {}
+        while queue or running:
+            while queue and len(running) < cap:
+                i = queue.pop(0)
+                log.info("\t#%d : %s", initial_job_idx + i, " ".join(filter_overrides(job_overrides[i])))
+                ref = launch_job_on_ray(self.hydra_context, remote, configs[i], self.task_function,
+                                        Singleton.get_state())
+                running[ref] = i
+                started[i] = time.perf_counter()
+            done, _ = ray.wait(list(running), num_returns=1)
+            for ref in done:
+                i = running.pop(ref)
+                seconds[i] = time.perf_counter() - started[i]
+                try:
+                    returns[i] = ray.get(ref)
+                except Exception as error:  # the trial's process died: a failed trial, not a failed sweep
+                    failed = JobReturn(overrides=list(job_overrides[i]), status=JobStatus.FAILED)
+                    failed._return_value = error
+                    returns[i] = failed
+        _report(self.config, returns, job_overrides, initial_job_idx, seconds)
+        return returns
+
+    def _cap(self, configs: list[DictConfig]) -> int:
+        cap = self.config.get("sweep", {}).get("max_concurrent")
+        if cap:
+            return int(cap)
+        import ray
+
+        cpus = ray.cluster_resources().get("CPU", 1.0)
+        need = max(trial_cpus(c) for c in configs) if configs else 1.0
+        return max(1, int(cpus // need)) if need > 0 else len(configs)

@@ -1,0 +1,90 @@
+"""--multirun sweeps: the Ray launcher with distributed trials, preprocessing once,
+objectives, the sweep report, failed trials, presets."""
+
+import json
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from conftest import CONF, run_cli
+
+
+def trial_logs(sweep_dir):
+    return [p.read_text() for p in sorted(sweep_dir.glob("*/run.log"))]
+
+
+def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
+    sweep_dir, cache = tmp_path / "sweep", tmp_path / "cache"
+    result = run_cli(
+        "--multirun", "hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=2",
+        "trainer=horovod", "trainer.num_workers=2", "trainer.resources_per_worker={CPU:0.5}",
+        "trainer.epochs=3", "trainer.progress_bar=false", "dataset.synthetic_rows=4000",
+        "trainer.learning_rate=0.001,0.003,0.01", "sweep.objective=val/roc_auc",
+        f"cache_dir={cache}", f"hydra.sweep.dir={sweep_dir}", timeout=900, env={"RAY_ADDRESS": ""})
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = pd.read_csv(sweep_dir / "sweep_report.csv")
+    assert len(report) == 3 and (report["status"] == "completed").all()
+    assert report["objective"].is_monotonic_decreasing  # best (highest AUC) first
+    assert sorted(report["param:trainer.learning_rate"].astype(float)) == [0.001, 0.003, 0.01]
+    for name in ("sweep_report.md", "sweep_report.png"):
+        assert (sweep_dir / name).stat().st_size > 0
+    assert list((sweep_dir / "tensorboard").glob("trial-*/**/events.out.tfevents.*"))
+    # Two trials ran at once (2 CPUs / (2 workers x 0.5 CPU)); one preprocessed, the others reused it.
+    logs = trial_logs(sweep_dir)
+    assert len(logs) == 3
+    assert sum("cache miss" in log for log in logs) == 1
+    assert sum("preprocessing skipped: cache hit" in log for log in logs) == 2
+    assert len(list(cache.glob("*/meta.json"))) == 1
+    assert "at most 2 at once" in result.stdout + result.stderr
+    for trial in range(3):
+        record = json.loads((sweep_dir / str(trial) / "trial.json").read_text())
+        metrics = json.loads((sweep_dir / str(trial) / "metrics.json").read_text())
+        assert record["value"] == pytest.approx(metrics["validation"]["label/roc_auc"])
+        assert len(list((sweep_dir / str(trial) / "workers").glob("rank-*.json"))) == 2
+
+
+def test_failed_trial_is_reported_and_others_kept(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli("--multirun", "backend=local", "trainer.epochs=2", "trainer.progress_bar=false",
+                     "dataset.synthetic_rows=2000", "trainer.optimizer=adamw,rmsprop,sgd",
+                     f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep_dir}")
+    assert result.returncode != 0  # Hydra reports the failed trial after the sweep
+    report = pd.read_csv(sweep_dir / "sweep_report.csv").fillna("")
+    assert len(report) == 3
+    failed = report[report["status"] == "failed"]
+    assert len(failed) == 1 and "rmsprop" in failed["overrides"].iloc[0]
+    assert "trainer.optimizer=rmsprop is unknown" in failed["error"].iloc[0]
+    assert (report["status"] == "completed").sum() == 2
+    assert report["status"].iloc[-1] == "failed"  # failed trials rank last
+    assert "| failed |" in (sweep_dir / "sweep_report.md").read_text()
+
+
+def test_objective_and_direction(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli("--multirun", "backend=local", "trainer.epochs=2", "trainer.progress_bar=false",
+                     "dataset.synthetic_rows=2000", "model.hidden_size=8,32", "sweep.objective=test/loss",
+                     f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = pd.read_csv(sweep_dir / "sweep_report.csv")
+    assert report["objective"].is_monotonic_increasing  # a loss: lowest first
+    assert "(minimize)" in (sweep_dir / "sweep_report.md").read_text()
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "sweep").glob("*.yaml")))
+def test_sweep_presets_compose(preset):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"+sweep={preset}"], return_hydra_config=True)
+    params = cfg.hydra.sweeper.params
+    assert len(params) >= 2
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for key in params:  # every swept key exists in the config
+            compose(config_name="config", overrides=[f"{key}={_first(params[key])}"])
+
+
+def _first(value: str) -> str:
+    value = str(value)
+    for prefix in ("choice(", "range("):
+        if value.startswith(prefix):
+            return value[len(prefix):].split(",")[0].rstrip(")")
+    return value.split(",")[0]
