@@ -5,9 +5,8 @@ import json
 
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_dir
-
 from conftest import CONF, run_cli
+from hydra import compose, initialize_config_dir
 
 
 def trial_logs(sweep_dir):
@@ -71,6 +70,19 @@ def test_objective_and_direction(tmp_path):
     assert "(minimize)" in (sweep_dir / "sweep_report.md").read_text()
 
 
+def test_optuna_search_reads_the_returned_objective(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli("--multirun", "+sweep=optuna_lr_width", "hydra.sweeper.n_trials=4", "backend=local",
+                     "trainer.epochs=2", "trainer.progress_bar=false", "dataset.synthetic_rows=2000",
+                     f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = pd.read_csv(sweep_dir / "sweep_report.csv")
+    assert len(report) == 4 and (report["status"] == "completed").all()  # both batches of 2
+    best = report["objective"].iloc[0]
+    assert f"Best value: {best}"[:18] in result.stdout + result.stderr
+    assert report["objective"].is_monotonic_decreasing
+
+
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "sweep").glob("*.yaml")))
 def test_sweep_presets_compose(preset):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -83,8 +95,8 @@ def test_sweep_presets_compose(preset):
 
 
 def _first(value: str) -> str:
-    value = str(value)
-    for prefix in ("choice(", "range("):
-        if value.startswith(prefix):
-            return value[len(prefix):].split(",")[0].rstrip(")")
-    return value.split(",")[0]
+    """One concrete value of a sweep expression: a,b / choice(a,b) / range(a,b) / tag(log, interval(a, b))."""
+    import re
+
+    inner = re.sub(r"^(tag\([^,]*,\s*)?(choice|range|interval)\(", "", str(value).strip())
+    return inner.split(",")[0].strip().rstrip(")")

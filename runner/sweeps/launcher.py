@@ -19,7 +19,7 @@ from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf
 
 from runner.sweeps.objective import maximizing
-from runner.sweeps.report import write_report
+from runner.sweeps.report import record_jobs, write_report
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,10 @@ def _report(config: DictConfig, returns: Sequence[JobReturn], overrides: Sequenc
                      "error": error.splitlines()[0] if error else "", "seconds": seconds[i]})
     objective = config.get("sweep", {}).get("objective", "val/loss")
     direction = config.get("sweep", {}).get("direction", "auto")
+    sweep_dir = Path(str(config.hydra.sweep.dir))
     try:
-        write_report(Path(str(config.hydra.sweep.dir)), jobs, objective, maximizing(objective, direction))
+        # Optimizing sweepers launch in batches: the report covers every batch so far.
+        write_report(sweep_dir, record_jobs(sweep_dir, jobs), objective, maximizing(objective, direction))
     except Exception:  # the report must never hide the trials' own results
         log.exception("could not write the sweep report")
 

@@ -17,6 +17,22 @@ log = logging.getLogger(__name__)
 TRIAL_FILE = "trial.json"
 
 
+LEDGER = ".trials.jsonl"
+
+
+def record_jobs(sweep_dir: Path, jobs: list[dict]) -> list[dict]:
+    """Appends this batch's jobs to the sweep's ledger; returns all jobs of the sweep so far."""
+    ledger = sweep_dir / LEDGER
+    with open(ledger, "a") as handle:
+        for job in jobs:
+            handle.write(json.dumps(job, default=str) + "\n")
+    latest = {}
+    for line in ledger.read_text().splitlines():
+        job = json.loads(line)
+        latest[job["num"]] = job
+    return [latest[k] for k in sorted(latest)]
+
+
 def write_trial(job_dir: Path, record: dict) -> None:
     (job_dir / TRIAL_FILE).write_text(json.dumps(record, indent=2, default=str))
 
