@@ -238,7 +238,9 @@ def render_markdown(figures: dict) -> str:
              "| figure | size | runner | floor / reference | ratio | target |", "|---|---|---|---|---|---|"]
 
     def row(name, size, value, reference, r, target, unit=""):
-        fmt = (lambda v: "-" if v is None else f"{v:,.3g}{unit}" if isinstance(v, float) else f"{v}{unit}")
+        def fmt(v):
+            return "-" if v is None else f"{v:,.3g}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
         lines.append(f"| {name} | {size} | {fmt(value)} | {fmt(reference)} | "
                      f"{'-' if r is None else f'{r:.2f}x'} | {target} |")
 
@@ -273,7 +275,7 @@ def render_markdown(figures: dict) -> str:
         if ray_exp and exp:
             row("backend=ray vs backend=local wall", size, ray_exp["wall_seconds"], exp["wall_seconds"],
                 ratio(ray_exp["wall_seconds"], exp["wall_seconds"]), "<= 1.5x at 100k", "s")
-    for size, start in s.get("startup", {}).items():
+    for start in s.get("startup", {}).values():
         row("`python run.py --help`", "-", start["help_seconds"], None, None, "", "s")
     for size, sc in s.get("scaling", {}).items():
         for trainer in ("horovod", "ddp"):
