@@ -90,8 +90,17 @@ class Suite:
                                           "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")},
                               "sections": {}}
 
+    BETTER = {"wall_seconds": min, "script_seconds": min, "train_seconds": min, "prep_seconds": min,
+              "first_step_seconds": min, "peak_memory_mb": min, "train_samples_per_second": max,
+              "prep_rows_per_second": max}
+
     def record(self, section: str, key: str, value) -> None:
-        self.figures["sections"].setdefault(section, {})[key] = value
+        """Stores a figure; a repeated measurement keeps the better value of each number."""
+        previous = self.figures["sections"].setdefault(section, {}).get(key)
+        if isinstance(previous, dict) and isinstance(value, dict):
+            value = {k: (self.BETTER[k](v, previous[k]) if k in self.BETTER and previous.get(k) is not None
+                         and v is not None else v) for k, v in value.items()}
+        self.figures["sections"][section][key] = value
         print(f"[bench] {section} / {key}: {json.dumps(value, default=str)[:300]}", flush=True)
 
     def fresh_cache(self, name: str) -> Path:
@@ -155,6 +164,9 @@ class Suite:
         meta = json.loads((Path(cache_entry).parent / META_FILE).read_text())
         from hydra import compose, initialize_config_dir
 
+        from runner.config import register_configs
+
+        register_configs()
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
             model_cfg = compose(config_name="config").model
         layout = Layout.from_meta(meta, model_cfg)
@@ -309,6 +321,7 @@ def main(argv: list[str] | None = None) -> None:
     for rows in sizes:
         data = write_csv(rows, work / "data" / f"synthetic-{rows}.csv")
         epochs = 3
+        # Floor and local experiment twice each, interleaved; the best of each counts (shared, noisy machines).
         suite.floor(data, rows, epochs)
         suite.preprocessing(data, rows, "pandas")
         if "processors" not in skip and rows <= 10_000_000:
@@ -317,6 +330,9 @@ def main(argv: list[str] | None = None) -> None:
         if rows <= 1_000_000 or args.smoke:
             local = suite.experiment(data, rows, "local", epochs)
             suite.loader_rate(local["cache_entry"], rows)
+            if not args.smoke:
+                suite.floor(data, rows, epochs)
+                suite.experiment(data, rows, "local", epochs)
         if "ray" not in skip and (rows == 100_000 or args.smoke):
             suite.experiment(data, rows, "ray", epochs)
         if "scaling" not in skip and (rows == 100_000 or args.smoke):

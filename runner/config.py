@@ -59,8 +59,7 @@ class LocalBackendConfig:
 
 
 @dataclass
-class RayBackendConfig:
-    _target_: str = "runner.backends.ray.RayBackend"
+class RaySettings:
     # null: RAY_ADDRESS if set, else start a local Ray; "auto": the cluster `ray start`
     # made on this machine; "host:port" or "ray://host:10001": that cluster.
     address: str | None = None
@@ -71,23 +70,19 @@ class RayBackendConfig:
 
 
 @dataclass
+class RayBackendConfig(RaySettings):
+    _target_: str = "runner.backends.ray.RayBackend"
+
+
+@dataclass
 class HorovodBackendConfig:
     _target_: str = "runner.backends.horovod.HorovodBackend"
 
 
 @dataclass
-class AutoBackendRayConfig:
-    address: str | None = None
-    num_cpus: float | None = None
-    num_gpus: float | None = None
-    object_store_memory: int | None = None
-    connect_timeout_s: float = 5.0
-
-
-@dataclass
 class AutoBackendConfig:
     _target_: str = "runner.backends.auto.detect"
-    ray: AutoBackendRayConfig = field(default_factory=AutoBackendRayConfig)
+    ray: RaySettings = field(default_factory=RaySettings)  # used when it picks Ray
 
 
 @dataclass

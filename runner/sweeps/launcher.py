@@ -18,14 +18,15 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf
 
-from runner.sweeps.objective import maximizing
-from runner.sweeps.report import record_jobs, write_report
-
 log = logging.getLogger(__name__)
 
 
 def _report(config: DictConfig, returns: Sequence[JobReturn], overrides: Sequence[Sequence[str]],
             first: int, seconds: list[float | None]) -> None:
+    # Imported here: Hydra imports every launcher plugin at start, and pandas costs a quarter second.
+    from runner.sweeps.objective import maximizing
+    from runner.sweeps.report import record_jobs, write_report
+
     jobs = []
     for i, (ret, job_overrides) in enumerate(zip(returns, overrides, strict=True)):
         status = "completed" if ret.status == JobStatus.COMPLETED else "failed"

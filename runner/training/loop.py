@@ -37,6 +37,7 @@ class TrainingJob:
     run_dir: str
     train_shards: list  # one loader handle per worker
     validation_shards: list
+    splits: Location | None = None  # for re-sharding when an elastic run changes size
 
     @classmethod
     def create(cls, splits: Location, meta: dict, model_cfg: dict, trainer_cfg: dict, loader, run_dir: str,
@@ -45,7 +46,7 @@ class TrainingJob:
         # steps); validation shards cover every row once.
         return cls(meta, model_cfg, trainer_cfg, loader, run_dir,
                    loader.shards(splits.join("train"), world_size, equal=True),
-                   loader.shards(splits.join("validation"), world_size, equal=False))
+                   loader.shards(splits.join("validation"), world_size, equal=False), splits)
 
 
 @dataclass
@@ -223,7 +224,6 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
     train_data = job.loader.open(job.train_shards[strategy.rank], layout, equal=True)
     val_data = job.loader.open(job.validation_shards[strategy.rank], layout)
     has_validation = int(job.meta["rows"]["validation"]) > 0
-    monitor_split = "validation" if has_validation else "train"
     if not has_validation and strategy.is_main:
         log.warning("the validation split is empty; early stopping and model selection use training metrics")
 
@@ -261,56 +261,109 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
             checkpoints.save(best_state, run_dir / "checkpoints" / checkpoints.BEST)
     # Rank 0's state (fresh or resumed) reaches every worker here.
     model, optimizer = strategy.prepare(model, optimizer)
-    autocast_dtype = PRECISIONS[precision]
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16" and device.type == "cuda")
 
-    writer = _tensorboard(run_dir) if strategy.is_main else None
-    epochs = int(cfg["epochs"])
-    every = max(int(cfg.get("checkpoint_every", 1)), 1)
+    ctx = _Epochs(job=job, strategy=strategy, layout=layout, decoders=decoders, model=model, optimizer=optimizer,
+                  step=_Step(model, optimizer, layout, device, PRECISIONS[precision],
+                             torch.amp.GradScaler(device.type, enabled=precision == "fp16" and device.type == "cuda")),
+                  monitor=monitor, result=result, epoch=start_epoch, best_state=best_state,
+                  train_data=train_data, val_data=val_data, has_validation=has_validation)
     started = time.perf_counter()
-    for epoch in range(start_epoch, epochs):
-        if monitor.should_stop:
-            break
-        epoch_started = time.perf_counter()
-        for group in optimizer.param_groups:
-            group["lr"] = scaled_learning_rate(cfg, strategy.world_size, epoch)
-        step = _Step(model, optimizer, layout, device, autocast_dtype, scaler)
-        train_metrics, seen, step_seconds = _train_epoch(
-            step, decoders, job.loader, train_data, epoch, seed, strategy,
-            show=bool(cfg.get("progress_bar", True)) and strategy.is_main, label=f"epoch {epoch + 1}/{epochs}")
-        result.samples_seen += seen * strategy.world_size  # equal training shards
-        result.step_seconds += step_seconds
-        val_metrics = _evaluate(step, decoders, job.loader, val_data, strategy) if has_validation else {}
-        record = {"epoch": epoch + 1, "train": train_metrics, "validation": val_metrics,
-                  "learning_rate": optimizer.param_groups[0]["lr"], "seconds": time.perf_counter() - epoch_started}
-        result.history.append(record)
-        scored = val_metrics if has_validation else train_metrics
-        improved = monitor.update(scored.get(monitor.metric, float("nan")), epoch + 1)
-        if strategy.is_main:
-            log.info("epoch %d/%d  train loss %.4f  %s %s %.4f%s", epoch + 1, epochs, train_metrics["loss"],
-                     monitor_split, monitor.metric, scored.get(monitor.metric, float("nan")), "  *" if improved else "")
-            _log_epoch(writer, record)
-            if improved:
-                best_state = {"epoch": epoch + 1, "model": _cpu_state(model), "metrics": scored}
-                checkpoints.save(best_state, run_dir / "checkpoints" / checkpoints.BEST)
-            last = epoch + 1 == epochs or monitor.should_stop
-            if (epoch + 1) % every == 0 or last:
-                checkpoints.save({
-                    "epoch": epoch + 1, "model": _cpu_state(model), "optimizer": optimizer.state_dict(),
-                    "early_stopping": monitor.state(), "history": result.history, "rng": checkpoints.rng_state(),
-                    "best_model": best_state,
-                }, run_dir / "checkpoints" / checkpoints.LAST)
+    strategy.run_epochs(ctx)  # elastic strategies re-enter it after a change of workers
+    best_state = ctx.best_state
     result.train_seconds = time.perf_counter() - started
     result.world_size = strategy.world_size
     result.stopped_early = monitor.should_stop
     result.best_epoch, result.best_value = monitor.best_epoch, monitor.best_value
-    if writer is not None:
-        writer.close()
+    ctx.close()
     final = _unwrapped(model).cpu()
     if best_state is not None:
         final.load_state_dict(best_state["model"])
     result.model = final
     return result
+
+
+@dataclass
+class _Epochs:
+    """The epoch loop and what it carries from epoch to epoch; re-entrant, so that an
+    elastic strategy can run it again from its last commit with other workers."""
+
+    job: TrainingJob
+    strategy: object
+    layout: Layout
+    decoders: Decoders
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    step: _Step
+    monitor: EarlyStopping
+    result: TrainingResult
+    epoch: int  # the next epoch to run (0-based)
+    best_state: dict | None
+    train_data: object
+    val_data: object
+    has_validation: bool
+    writer: object = None
+    commit: object = None  # called after every epoch (elastic: records the state to return to)
+
+    def reopen_shards(self) -> None:
+        """This worker's shards for the current rank and world size (after an elastic reset)."""
+        job, strategy = self.job, self.strategy
+        self.train_data = job.loader.open(
+            job.loader.shards(job.splits.join("train"), strategy.world_size, equal=True)[strategy.rank],
+            self.layout, equal=True)
+        self.val_data = job.loader.open(
+            job.loader.shards(job.splits.join("validation"), strategy.world_size, equal=False)[strategy.rank],
+            self.layout)
+
+    def run(self) -> None:
+        cfg, strategy, run_dir = self.job.trainer_cfg, self.strategy, Path(self.job.run_dir)
+        epochs = int(cfg["epochs"])
+        every = max(int(cfg.get("checkpoint_every", 1)), 1)
+        monitor_split = "validation" if self.has_validation else "train"
+        seed = int(cfg["seed"])
+        for epoch in range(self.epoch, epochs):
+            if self.monitor.should_stop:
+                break
+            epoch_started = time.perf_counter()
+            for group in self.optimizer.param_groups:
+                group["lr"] = scaled_learning_rate(cfg, strategy.world_size, epoch)
+            train_metrics, seen, step_seconds = _train_epoch(
+                self.step, self.decoders, self.job.loader, self.train_data, epoch, seed, strategy,
+                show=bool(cfg.get("progress_bar", True)) and strategy.is_main, label=f"epoch {epoch + 1}/{epochs}")
+            self.result.samples_seen += seen * strategy.world_size  # equal training shards
+            self.result.step_seconds += step_seconds
+            val_metrics = _evaluate(self.step, self.decoders, self.job.loader, self.val_data, strategy) \
+                if self.has_validation else {}
+            record = {"epoch": epoch + 1, "train": train_metrics, "validation": val_metrics,
+                      "learning_rate": self.optimizer.param_groups[0]["lr"], "world_size": strategy.world_size,
+                      "seconds": time.perf_counter() - epoch_started}
+            self.result.history.append(record)
+            scored = val_metrics if self.has_validation else train_metrics
+            value = scored.get(self.monitor.metric, float("nan"))
+            improved = self.monitor.update(value, epoch + 1)
+            self.epoch = epoch + 1
+            if strategy.is_main:
+                log.info("epoch %d/%d  train loss %.4f  %s %s %.4f%s", epoch + 1, epochs, train_metrics["loss"],
+                         monitor_split, self.monitor.metric, value, "  *" if improved else "")
+                if self.writer is None:
+                    self.writer = _tensorboard(run_dir)
+                _log_epoch(self.writer, record)
+                if improved:
+                    self.best_state = {"epoch": epoch + 1, "model": _cpu_state(self.model), "metrics": scored}
+                    checkpoints.save(self.best_state, run_dir / "checkpoints" / checkpoints.BEST)
+                if (epoch + 1) % every == 0 or epoch + 1 == epochs or self.monitor.should_stop:
+                    checkpoints.save({
+                        "epoch": epoch + 1, "model": _cpu_state(self.model), "optimizer": self.optimizer.state_dict(),
+                        "early_stopping": self.monitor.state(), "history": self.result.history,
+                        "rng": checkpoints.rng_state(), "best_model": self.best_state,
+                    }, run_dir / "checkpoints" / checkpoints.LAST)
+            elif improved:
+                self.best_state = {"epoch": epoch + 1, "model": _cpu_state(self.model), "metrics": scored}
+            if self.commit is not None:
+                self.commit()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
 
 def _cpu_state(model: nn.Module) -> dict:

@@ -49,6 +49,10 @@ class LocalStrategy:
     def all_true(self, flag: bool) -> bool:
         return flag
 
+    def run_epochs(self, epochs) -> None:
+        """Runs the loop's epochs (an _Epochs); elastic strategies re-enter it after resets."""
+        epochs.run()
+
 
 class HorovodStrategy(LocalStrategy):
     """Horovod: ring-allreduce of gradients (optionally fp16-compressed)."""
@@ -60,11 +64,21 @@ class HorovodStrategy(LocalStrategy):
 
         hvd.init()
         self.hvd = hvd
-        self.rank = hvd.rank()
-        self.world_size = hvd.size()
-        self.local_size = hvd.local_size()
         self.compression = compression
         self.device = pick_device(use_gpu, hvd.local_rank())
+
+    # Asked each time: an elastic run changes them.
+    @property
+    def rank(self) -> int:
+        return self.hvd.rank()
+
+    @property
+    def world_size(self) -> int:
+        return self.hvd.size()
+
+    @property
+    def local_size(self) -> int:
+        return self.hvd.local_size()
 
     def prepare(self, model, optimizer):
         hvd = self.hvd
@@ -117,3 +131,37 @@ class DDPStrategy(LocalStrategy):
         parts = [None] * self.world_size
         self.dist.all_gather_object(parts, bool(flag))
         return all(parts)
+
+
+class ElasticHorovodStrategy(HorovodStrategy):
+    """Elastic Horovod: when workers are lost (or added) the survivors roll back to the
+    last epoch's commit, take their new rank and shard, and go on with the new world size."""
+
+    name = "horovod-elastic"
+
+    def run_epochs(self, epochs) -> None:
+        hvd = self.hvd
+        state = hvd.elastic.TorchState(model=getattr(epochs.model, "module", epochs.model), optimizer=epochs.optimizer,
+                                       epoch=epochs.epoch, history=list(epochs.result.history),
+                                       early=epochs.monitor.state(), best=epochs.best_state)
+
+        def commit() -> None:
+            state.epoch, state.history = epochs.epoch, list(epochs.result.history)
+            state.early, state.best = epochs.monitor.state(), epochs.best_state
+            state.commit()
+
+        def on_reset() -> None:
+            epochs.reopen_shards()
+
+        state.register_reset_callbacks([on_reset])
+        epochs.commit = commit
+
+        @hvd.elastic.run
+        def train(state) -> None:
+            # After a reset, state holds the last commit (restored, then synced from rank 0).
+            epochs.epoch, epochs.result.history = state.epoch, list(state.history)
+            epochs.monitor.load(state.early)
+            epochs.best_state = state.best
+            epochs.run()
+
+        train(state)

@@ -170,11 +170,11 @@ def _is_collective_failure(error) -> bool:
                                    "Gloo", "gloo"))
 
 
-def _horovod_worker(job: TrainingJob) -> TrainingResult | None:
-    from runner.training.strategy import HorovodStrategy
+def _horovod_worker(job: TrainingJob, elastic: bool = False) -> TrainingResult | None:
+    from runner.training.strategy import ElasticHorovodStrategy, HorovodStrategy
 
-    strategy = HorovodStrategy(use_gpu=bool(job.trainer_cfg.get("use_gpu")),
-                               compression=job.trainer_cfg.get("compression", "none"))
+    kind = ElasticHorovodStrategy if elastic else HorovodStrategy
+    strategy = kind(use_gpu=bool(job.trainer_cfg.get("use_gpu")), compression=job.trainer_cfg.get("compression", "none"))
     _worker_logging(job, strategy.rank)
     result = run_training(job, strategy)
     return result if strategy.is_main else None
@@ -183,10 +183,20 @@ def _horovod_worker(job: TrainingJob) -> TrainingResult | None:
 class HorovodTrainer(DistributedTrainer):
     name = "horovod"
 
+    @property
+    def elastic(self) -> bool:
+        return bool(self.settings.get("min_workers"))
+
     def world_size(self, backend) -> int:
         if backend.name == "horovod":
             return backend.size
+        if self.elastic:
+            return int(self.settings.get("max_workers") or self.settings["min_workers"])
         return super().world_size(backend)
+
+    def _check_placeable(self, workers: int) -> None:
+        # An elastic run needs room for its minimum only; it grows into what is free.
+        super()._check_placeable(int(self.settings["min_workers"]) if self.elastic else workers)
 
     def fit(self, make_job: JobFactory, backend) -> TrainingResult:
         if backend.name == "horovod":  # under horovodrun: this process is one rank
@@ -204,13 +214,40 @@ class HorovodTrainer(DistributedTrainer):
     def _run(self, job: TrainingJob, workers: int) -> TrainingResult:
         from horovod.ray import RayExecutor
 
+        use_gpu = bool(job.trainer_cfg["use_gpu"])
+        placement = {"cpus_per_worker": self.resources.get("CPU", 1.0), "use_gpu": use_gpu,
+                     "gpus_per_worker": self.resources.get("GPU") if use_gpu else None}
+        if self.elastic:
+            return self._run_elastic(job, placement)
         settings = RayExecutor.create_settings(timeout_s=60, placement_group_timeout_s=60)
-        executor = RayExecutor(settings, num_workers=workers, cpus_per_worker=self.resources.get("CPU", 1.0),
-                               use_gpu=bool(job.trainer_cfg["use_gpu"]),
-                               gpus_per_worker=self.resources.get("GPU") if job.trainer_cfg["use_gpu"] else None)
+        executor = RayExecutor(settings, num_workers=workers, **placement)
         executor.start(extra_env_vars={"PYTHONUNBUFFERED": "1"})
         try:
             results = _collect(executor.run_remote(_horovod_worker, args=[job]))
+        finally:
+            executor.shutdown()
+        return next(r for r in results if r is not None)
+
+    def _run_elastic(self, job: TrainingJob, placement: dict) -> TrainingResult:
+        """Elastic Horovod on Ray: between min_workers and max_workers, as many as are alive."""
+        import ray
+        from horovod.ray import RayExecutor
+
+        from runner.loading.local import LocalLoader
+
+        if not isinstance(job.loader, LocalLoader):
+            raise UserError("elastic training (trainer.min_workers) re-shards the cache when workers come and go; "
+                            "add loader=local")
+        # Horovod finds common network interfaces between hosts; on a single host it must be told (loopback).
+        addresses = {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
+        settings = RayExecutor.create_settings(timeout_s=60, placement_group_timeout_s=60,
+                                               nics={"lo"} if len(addresses) == 1 else None)
+        executor = RayExecutor(settings, min_workers=int(self.settings["min_workers"]),
+                               max_workers=self.settings.get("max_workers"), elastic_timeout=120,
+                               cooldown_range=[1, 2], **placement)
+        executor.start()
+        try:
+            results = executor.run(_horovod_worker, args=[job, True])
         finally:
             executor.shutdown()
         return next(r for r in results if r is not None)
