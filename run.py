@@ -39,7 +39,8 @@ def main(cfg: DictConfig) -> float | None:
     record = {"objective": cfg.sweep.objective, "overrides": list(hydra_cfg.overrides.task)}
     try:
         metrics = run_command(cfg, run_dir)
-        value = objective_value(metrics, cfg.sweep.objective) if metrics else None
+        # The objective is a sweep's business: a single evaluate or predict has no validation split.
+        value = objective_value(metrics, cfg.sweep.objective) if in_sweep and metrics else None
     except Exception as error:
         if in_sweep:  # a failed trial: recorded, and Hydra marks it failed; the sweep goes on
             write_trial(run_dir, {**record, "status": "failed", "error": f"{type(error).__name__}: {error}",

@@ -134,8 +134,9 @@ class Suite:
         return figures
 
     # -- whole experiment ----------------------------------------------------------------------
-    def experiment(self, data: Path, rows: int, backend: str, epochs: int = 3, extra: list[str] = ()) -> dict:
-        name = f"exp-{backend}-{rows}"
+    def experiment(self, data: Path, rows: int, backend: str, epochs: int = 3, extra: list[str] = (),
+                   section: str | None = None) -> dict:
+        name = f"exp-{section or backend}-{rows}"
         run_dir = self.work / "runs" / name
         shutil.rmtree(run_dir, ignore_errors=True)
         chosen = ["backend=local"] if backend == "local" else ["backend=ray", "backend.num_cpus=2"]
@@ -150,7 +151,7 @@ class Suite:
                    "preprocessing_seconds": metrics["training"]["preprocessing_seconds"],
                    "first_step_seconds": logged_seconds(log, r"first training step done ([\d.]+)s"),
                    "cache_entry": metrics["training"]["cache_entry"]}
-        self.record(f"experiment {backend}", label(rows), figures)
+        self.record(section or f"experiment {backend}", label(rows), figures)
         return figures
 
     def loader_rate(self, cache_entry: str, rows: int) -> dict:
@@ -194,7 +195,7 @@ class Suite:
                  "trainer.learning_rate_scaling=none", "loader=local", "trainer.epochs=2",
                  "trainer.early_stopping.patience=0", "trainer.batch_size=256"]
         figures = {}
-        local = self.experiment(data, rows, "local", 2, heavy[:3] + heavy[4:])
+        local = self.experiment(data, rows, "local", 2, heavy[:3] + heavy[4:], section="scaling local")
         figures["local_1"] = local["train_samples_per_second"]
         for trainer in ("horovod", "ddp"):
             for workers in (1, 2):

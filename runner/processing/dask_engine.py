@@ -39,7 +39,7 @@ class DaskProcessor:
         # Object columns stay object: the feature transforms type every value themselves.
         return dask.config.set({"scheduler": ray_dask_get, "dataframe.convert-string": False})
 
-    def read(self, source: DataSource):
+    def read(self, source: DataSource, numbers: set[str] = frozenset()):
         import dask.dataframe as dd
 
         self._label = source.label

@@ -38,7 +38,26 @@ def csv_header(fs, path: str) -> list[str]:
     return next(csv.reader(io.StringIO(first)), [])
 
 
-def read_arrow(source: DataSource) -> pa.Table:
+def _read_csv(fs, path: str, names: list[str], numbers: set[str]) -> pa.Table:
+    """Number-feature columns parsed as float64 by pyarrow's C parser; everything else as
+    strings. A value that does not parse sends the file down the all-strings path, where
+    the number feature names the bad value and its row."""
+    def read(types: dict) -> pa.Table:
+        convert = pacsv.ConvertOptions(column_types=types, null_values=CSV_NULLS, strings_can_be_null=True)
+        with fs.open(path, "rb", compression="infer") as handle:
+            return pacsv.read_csv(handle, convert_options=convert)
+
+    strings = {n: pa.string() for n in names}
+    if numbers & set(names):
+        try:
+            return read({**strings, **{n: pa.float64() for n in numbers if n in strings}})
+        except pa.ArrowInvalid as exc:
+            if "conversion error" not in str(exc).lower():
+                raise
+    return read(strings)
+
+
+def read_arrow(source: DataSource, numbers: set[str] = frozenset()) -> pa.Table:
     """The whole raw table as Arrow; clear errors for missing, empty and unreadable files."""
     fs, files = source.files()
     tables = []
@@ -48,10 +67,7 @@ def read_arrow(source: DataSource) -> pa.Table:
                 names = csv_header(fs, path)
                 if not names:
                     raise pa.ArrowInvalid("Empty CSV file")
-                convert = pacsv.ConvertOptions(column_types={n: pa.string() for n in names},
-                                               null_values=CSV_NULLS, strings_can_be_null=True)
-                with fs.open(path, "rb", compression="infer") as handle:
-                    tables.append(pacsv.read_csv(handle, convert_options=convert))
+                tables.append(_read_csv(fs, path, names, set(numbers)))
             else:
                 tables.append(pq.read_table(path, filesystem=fs))
         except pa.ArrowInvalid as exc:
@@ -120,10 +136,10 @@ class PandasProcessor:
 
     name = "pandas"
 
-    def read(self, source: DataSource) -> pd.DataFrame:
+    def read(self, source: DataSource, numbers: set[str] = frozenset()) -> pd.DataFrame:
         if source.is_synthetic:
             return make_synthetic(source.synthetic_rows, source.synthetic_seed)
-        return read_arrow(source).to_pandas()
+        return read_arrow(source, numbers).to_pandas()
 
     def column_names(self, frame: pd.DataFrame) -> list[str]:
         return list(frame.columns)

@@ -112,14 +112,16 @@ class NumberFeature(Feature):
         if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
             return series.to_numpy(dtype=np.float64, na_value=np.nan)
         coerced = pd.to_numeric(series, errors="coerce")
-        text = series.astype(str).str.strip()
-        bad = coerced.isna() & series.notna() & (text != "") & (text.str.lower() != "nan")
-        if bad.any():
-            position = int(np.argmax(bad.to_numpy()))
-            raise UserError(
-                f"number feature '{self.name}' has non-numeric value {series.iloc[position]!r} at data row "
-                f"{int(row_ids[position]) + 1}; fix the value or declare '{self.name}' as type category"
-            )
+        failed = coerced.isna() & series.notna()
+        if failed.any():  # only the values that did not parse are looked at as text
+            text = series[failed].astype(str).str.strip()
+            bad = text[(text != "") & (text.str.lower() != "nan")]
+            if len(bad):
+                position = series.index.get_loc(bad.index[0])
+                raise UserError(
+                    f"number feature '{self.name}' has non-numeric value {bad.iloc[0]!r} at data row "
+                    f"{int(row_ids[position]) + 1}; fix the value or declare '{self.name}' as type category"
+                )
         return coerced.to_numpy(dtype=np.float64, na_value=np.nan)
 
     def partial_stats(self, series, row_ids):

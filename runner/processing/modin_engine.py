@@ -36,7 +36,7 @@ class ModinProcessor:
 
         return mpd
 
-    def read(self, source: DataSource):
+    def read(self, source: DataSource, numbers: set[str] = frozenset()):
         self._label = source.label
         mpd = self._modin()
         if source.is_synthetic:

@@ -84,8 +84,13 @@ def _rows_line(meta: dict) -> str:
     return ", ".join(f"{name} {meta['rows'][name]} rows" for name in SPLIT_NAMES)
 
 
+def _number_columns(features) -> set[str]:
+    """Columns an engine may parse as numbers while reading (a speed hint; values are typed by the features)."""
+    return {f.name for f in features if f.type_name == "number"}
+
+
 def _build(processor, source, features: FeatureSet, split: dict, staging: Location, key: str) -> dict:
-    frame = processor.read(source)
+    frame = processor.read(source, _number_columns(features.all))
     split_columns = [split["column"]] if split["method"] == "column" else []
     check_columns(processor.column_names(frame), features.all, source, split_columns)
     frame = processor.select(frame, features.columns + [c for c in split_columns if c not in features.columns])
@@ -131,7 +136,7 @@ def transform_raw(processor, source: DataSource, features: FeatureSet, stats: di
     """Raw data processed with saved statistics (predict / evaluate on new data), in memory.
     Keeps the raw row number in ROW_ID so predictions can be matched to their rows."""
     chosen = features.all if with_outputs else features.inputs
-    frame = processor.read(source)
+    frame = processor.read(source, _number_columns(chosen))
     check_columns(processor.column_names(frame), chosen, source)
 
     def transform(part: pd.DataFrame, offset: int) -> pd.DataFrame:
