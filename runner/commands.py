@@ -33,9 +33,6 @@ class Run:
         self.run_dir = Path(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.backend = instantiate(self.cfg.backend, _convert_="all")
-        # processor=auto and loader=auto follow the backend.
-        self.processor = _resolved(instantiate(self.cfg.processor, _convert_="all"), self.backend)
-        self.loader = _resolved(instantiate(self.cfg.loader, _convert_="all"), self.backend)
         self.trainer = instantiate(self.cfg.trainer, _convert_="all")
         self.source = DataSource.from_config(OmegaConf.to_container(self.cfg.dataset, resolve=True))
         self.model_cfg = OmegaConf.to_container(self.cfg.model, resolve=True)
@@ -45,8 +42,9 @@ class Run:
         self.cache_options = load_credentials(credentials)
 
 
-def _resolved(option, backend):
-    return option.resolve(backend.name) if hasattr(option, "resolve") else option
+def _resolved(option, run: Run):
+    """processor=auto and loader=auto: picked from the backend, the data and the trainer."""
+    return option.resolve(run.backend.name, run.source, run.trainer) if hasattr(option, "resolve") else option
 
 
 def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
@@ -56,6 +54,8 @@ def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
         raise UserError(f"command={command} is unknown; use one of: {', '.join(COMMANDS)}")
     run = Run(cfg, run_dir)
     with run.backend:
+        run.processor = _resolved(instantiate(cfg.processor, _convert_="all"), run)
+        run.loader = _resolved(instantiate(cfg.loader, _convert_="all"), run)
         return globals()[f"command_{command}"](run)
 
 

@@ -106,9 +106,10 @@ class ModinProcessorConfig:
 
 @dataclass
 class AutoProcessorConfig:
-    _target_: str = "runner.backends.auto.processor"  # dask on Ray, pandas otherwise
+    _target_: str = "runner.backends.auto.processor"  # dask on Ray for large data, pandas otherwise
     parallelism: int | None = None
     persist: bool = True
+    dask_min_bytes: int = 268435456  # 256 MiB of raw data
 
 
 @dataclass

@@ -96,9 +96,9 @@ def test_pandas_dask_modin_produce_identical_caches(tmp_path, mixed_files, name)
 
 def test_experiment_on_ray_with_dask_and_ray_data(tmp_path, cache_dir, caplog):
     caplog.set_level("INFO")
-    metrics = ray_run(tmp_path / "run", cache_dir, "trainer.epochs=12")
+    metrics = ray_run(tmp_path / "run", cache_dir, "trainer.epochs=12", "processor=dask", "loader=ray")
     assert "ray backend: using the Ray session" in caplog.text
-    assert "with dask" in caplog.text  # processor=auto picked dask
+    assert "with dask" in caplog.text
     assert metrics["test"]["label/roc_auc"] > 0.85
     meta = json.loads(next(cache_dir.glob("*/meta.json")).read_text())
     assert meta["processor"] == "dask"
@@ -231,6 +231,19 @@ def test_dask_and_modin_need_ray(tmp_path):
                                             *FAST]), tmp_path / "run")
     finally:
         ray.init(num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024 * 1024)
+
+
+def test_auto_choices_follow_data_size_and_trainer(tmp_path, cache_dir, caplog):
+    caplog.set_level("INFO")
+    ray_run(tmp_path / "small", cache_dir, "command=preprocess")
+    assert "processor=auto picked pandas" in caplog.text
+    caplog.clear()
+    ray_run(tmp_path / "large", cache_dir, "command=preprocess", "processor.dask_min_bytes=1000")
+    assert "processor=auto picked dask" in caplog.text
+    caplog.clear()
+    ray_run(tmp_path / "train", cache_dir, "trainer=horovod", "trainer.num_workers=2",
+            "trainer.resources_per_worker={CPU:0.5}", *FAST)
+    assert "loader=auto picked ray: distributed training" in caplog.text
 
 
 def test_auto_detection(monkeypatch):

@@ -54,21 +54,30 @@ def _ray_session_active() -> bool:
 
 
 class ByBackend:
-    """An option whose object depends on the backend picked at run time."""
+    """An option whose object is picked at run time from the backend, the data and the trainer."""
 
     def __init__(self, choose):
         self.choose = choose
 
-    def resolve(self, backend_name: str):
-        return self.choose(backend_name)
+    def resolve(self, backend_name: str, source=None, trainer=None):
+        return self.choose(backend_name, source, trainer)
 
 
-def processor(parallelism: int | None = None, persist: bool = True) -> ByBackend:
-    def choose(backend_name: str):
+def processor(parallelism: int | None = None, persist: bool = True, dask_min_bytes: int = 256 * 2**20) -> ByBackend:
+    """Dask on Ray for data of dask_min_bytes or more; pandas for smaller data, where
+    spreading it over tasks costs more than it saves (and locally)."""
+
+    def choose(backend_name: str, source, trainer):
         if backend_name == "ray":
-            from runner.processing.dask_engine import DaskProcessor
+            size = source.size_bytes() if source is not None else dask_min_bytes
+            if size >= dask_min_bytes:
+                from runner.processing.dask_engine import DaskProcessor
 
-            return DaskProcessor(parallelism=parallelism, persist=persist)
+                log.info("processor=auto picked dask: %.0f MB of data (processor.dask_min_bytes=%.0f MB)",
+                         size / 2**20, dask_min_bytes / 2**20)
+                return DaskProcessor(parallelism=parallelism, persist=persist)
+            log.info("processor=auto picked pandas: %.1f MB of data is below processor.dask_min_bytes=%.0f MB",
+                     size / 2**20, dask_min_bytes / 2**20)
         from runner.processing.engines import PandasProcessor
 
         return PandasProcessor()
@@ -77,10 +86,15 @@ def processor(parallelism: int | None = None, persist: bool = True) -> ByBackend
 
 
 def loader(**settings) -> ByBackend:
-    def choose(backend_name: str):
-        if backend_name == "ray":
+    """Ray Data for distributed or windowed training; the local Arrow reader when one
+    process trains from data that fits (Ray Data's per-batch machinery buys nothing there)."""
+
+    def choose(backend_name: str, source, trainer):
+        distributed = trainer is not None and getattr(trainer, "name", "local") != "local"
+        if backend_name == "ray" and (distributed or settings.get("window_size_bytes")):
             from runner.loading.ray_data import RayDataLoader
 
+            log.info("loader=auto picked ray: %s", "distributed training" if distributed else "windowed loading")
             return RayDataLoader(**settings)
         from runner.loading.local import LocalLoader
 

@@ -33,7 +33,25 @@ def reachable(address: str, timeout: float) -> bool:
         return False
 
 
+_ACTIVE: RayBackend | None = None  # the Ray backend of the command in progress
+
+
+def ensure_ray(what: str):
+    """The ray module, with Ray started or attached by the active Ray backend on first use.
+    Only the backend calls ray.init; components that need Ray call this."""
+    import ray
+
+    if _ACTIVE is not None and not _ACTIVE.started:
+        _ACTIVE.start()
+    elif not ray.is_initialized():
+        raise UserError(f"{what} runs on Ray; add backend=ray")
+    return ray
+
+
 class RayBackend:
+    """Ray starts (or is attached) lazily, the first time a component needs it: a small run
+    whose auto choices are all local never pays Ray's start-up."""
+
     name = "ray"
     is_main = True  # the driver; Ray workers never run commands
 
@@ -48,6 +66,8 @@ class RayBackend:
         self.object_store_memory = object_store_memory
         self.connect_timeout_s = connect_timeout_s
         self._initialized_here = False
+        self._address = None
+        self.started = False
 
     def _target_address(self) -> str | None:
         address = self.address or os.environ.get("RAY_ADDRESS")
@@ -65,13 +85,23 @@ class RayBackend:
         return address
 
     def __enter__(self):
+        global _ACTIVE
+        import sys
+
+        if "ray" not in sys.modules or not sys.modules["ray"].is_initialized():
+            self._address = self._target_address()  # an unreachable cluster fails now, in seconds
+        _ACTIVE = self
+        return self
+
+    def start(self) -> None:
         import ray
 
+        self.started = True
         self.quiet_ray_data()
         if ray.is_initialized():
             log.info("ray backend: using the Ray session this process already has")
-            return self
-        address = self._target_address()
+            return
+        address = self._address
         if address:
             try:
                 ray.init(address=address, log_to_driver=True)
@@ -84,7 +114,6 @@ class RayBackend:
                      include_dashboard=False)
             log.info("ray backend: started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU"))
         self._initialized_here = True
-        return self
 
     @staticmethod
     def quiet_ray_data() -> None:
@@ -96,6 +125,8 @@ class RayBackend:
         logging.getLogger("ray.data").setLevel(logging.WARNING)
 
     def __exit__(self, *exc) -> None:
+        global _ACTIVE
+        _ACTIVE = None
         if self._initialized_here:
             import ray
 

@@ -25,6 +25,7 @@ from runner.storage import Location
 
 log = logging.getLogger(__name__)
 UNWINDOWED_SHUFFLE_ROWS = 100_000
+CHUNK_BATCHES = 32
 
 
 @dataclass
@@ -64,6 +65,9 @@ class RayDataLoader:
         self.seed = int(seed)
 
     def shards(self, split: Location, world_size: int, equal: bool) -> list[RayShard]:
+        from runner.backends.ray import ensure_ray
+
+        ensure_ray("loader=ray")
         import ray.data
 
         rows, bytes_per_row = split_size(split)
@@ -84,20 +88,23 @@ class RayDataLoader:
         return shard
 
     def _buffer_rows(self, shard: RayShard) -> int:
+        chunk = self.batch_size * CHUNK_BATCHES
         if self.window_size_bytes:
-            return max(self.batch_size, int(self.window_size_bytes / max(shard.bytes_per_row, 1.0)))
-        return max(self.batch_size, min(shard.rows, UNWINDOWED_SHUFFLE_ROWS))
+            return max(chunk, int(self.window_size_bytes / max(shard.bytes_per_row, 1.0)))
+        return max(chunk, min(shard.rows, UNWINDOWED_SHUFFLE_ROWS))
 
     def train_batches(self, shard: RayShard, epoch: int, seed: int) -> Iterator[tuple[dict, dict]]:
-        batches = shard.source.iter_batches(
-            batch_size=self.batch_size, batch_format="pyarrow", drop_last=self.drop_last,
+        # Arrow -> tensors once per chunk of CHUNK_BATCHES batches, not once per batch. A chunk
+        # is a whole number of batches, so workers with equal rows take equal numbers of steps.
+        chunks = shard.source.iter_batches(
+            batch_size=self.batch_size * CHUNK_BATCHES, batch_format="pyarrow",
             prefetch_batches=self.prefetch_batches,
             local_shuffle_buffer_size=self._buffer_rows(shard) if self.shuffle else None,
             local_shuffle_seed=(seed * 100003 + epoch) if self.shuffle else None,
         )
-        for batch in batches:
-            table = TensorTable.from_arrow(batch, shard.layout)
-            yield table.inputs, table.targets
+        for i, chunk in enumerate(chunks):
+            table = TensorTable.from_arrow(chunk, shard.layout)
+            yield from table.batches(self.batch_size, self.shuffle, self.drop_last, seed=seed * 100003 + epoch * 7919 + i)
 
     def eval_batches(self, shard: RayShard) -> Iterator[TensorTable]:
         for batch in shard.source.iter_batches(batch_size=self.eval_batch_size, batch_format="pyarrow",

@@ -90,11 +90,12 @@ def write_splits(parts: dict[str, pd.DataFrame], out: Location, part: int) -> di
 
 
 def require_ray(processor: str):
-    import ray
+    from runner.backends.ray import ensure_ray
 
-    if not ray.is_initialized():
-        raise UserError(f"processor={processor} runs on Ray; add backend=ray (or use processor=pandas for a local run)")
-    return ray
+    try:
+        return ensure_ray(f"processor={processor}")
+    except UserError:
+        raise UserError(f"processor={processor} runs on Ray; add backend=ray (or use processor=pandas for a local run)") from None
 
 
 def current_node() -> str:

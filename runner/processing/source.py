@@ -63,6 +63,13 @@ class DataSource:
             return fs, files
         return fs, [path]
 
+    def size_bytes(self) -> int:
+        """Bytes of raw data (the synthetic table: about what its CSV would take)."""
+        if self.is_synthetic:
+            return self.synthetic_rows * 100
+        fs, files = self.files()
+        return sum(int(fs.info(f).get("size") or 0) for f in files)
+
     def fingerprint(self) -> dict:
         """What identifies the raw data: path, size, modification time, content hash where cheap."""
         if self.is_synthetic:

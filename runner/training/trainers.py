@@ -63,9 +63,9 @@ class DistributedTrainer(LocalTrainer):
         self.resources = {k: float(v) for k, v in (settings.get("resources_per_worker") or {"CPU": 1.0}).items()}
 
     def _cluster(self):
-        import ray
+        from runner.backends.ray import ensure_ray
 
-        return ray.cluster_resources()
+        return ensure_ray(f"trainer={self.name}").cluster_resources()
 
     def use_gpu(self) -> bool:
         if self.settings.get("use_gpu") is not None:
