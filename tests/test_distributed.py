@@ -117,6 +117,14 @@ def test_more_workers_than_the_cluster_holds_is_an_error_not_a_hang(tmp_path, ca
     assert time.perf_counter() - started < 30
 
 
+def test_another_runs_checkpoint_in_a_reused_run_dir_is_not_resumed(tmp_path, cache_dir):
+    """Automatic resume (for retries) continues only this run's own checkpoint."""
+    run(tmp_path / "run", cache_dir, "trainer=ddp", "trainer.num_workers=1", "trainer.epochs=2", "loader=local")
+    run(tmp_path / "run", cache_dir, "trainer=ddp", "trainer.num_workers=1", "trainer.epochs=2", "loader=local")
+    report = json.loads((tmp_path / "run" / "metrics.json").read_text())["training"]
+    assert report["resumed_at_epoch"] is None and report["epochs_run"] == 2
+
+
 def test_distributed_trainers_need_ray(tmp_path, cache_dir):
     with pytest.raises(UserError, match="trainer=ddp runs on Ray Train: add backend=ray"):
         run_command(compose_config(["backend=local", "trainer=ddp", f"cache_dir={cache_dir}"]), tmp_path / "run")

@@ -187,8 +187,12 @@ def _resume_point(cfg: dict, run_dir: Path) -> Path | None:
     if cfg.get("resume_from"):
         return checkpoints.resolve_resume(cfg["resume_from"])
     own = run_dir / "checkpoints" / checkpoints.LAST
-    # A retried attempt of this run continues from the checkpoint its predecessor left.
-    return own if cfg.get("resume_if_present") and own.exists() else None
+    # A retried attempt continues from the checkpoint its predecessor left, and only from
+    # that: a checkpoint of another run in a reused run dir carries another run id.
+    if cfg.get("resume_if_present") and own.exists():
+        if checkpoints.load(own).get("run_id") == cfg.get("run_id"):
+            return own
+    return None
 
 
 def _set_threads(cfg: dict, strategy) -> None:
@@ -352,6 +356,7 @@ class _Epochs:
                     checkpoints.save(self.best_state, run_dir / "checkpoints" / checkpoints.BEST)
                 if (epoch + 1) % every == 0 or epoch + 1 == epochs or self.monitor.should_stop:
                     checkpoints.save({
+                        "run_id": cfg.get("run_id"),
                         "epoch": epoch + 1, "model": _cpu_state(self.model), "optimizer": self.optimizer.state_dict(),
                         "early_stopping": self.monitor.state(), "history": self.result.history,
                         "rng": checkpoints.rng_state(), "best_model": self.best_state,

@@ -13,6 +13,8 @@ checkpoint the failed attempt left.
 from __future__ import annotations
 
 import logging
+import os
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -93,7 +95,10 @@ class DistributedTrainer(LocalTrainer):
                 )
 
     def _worker_settings(self, job: TrainingJob) -> TrainingJob:
-        return replace(job, trainer_cfg={**job.trainer_cfg, "use_gpu": self.use_gpu()})
+        # run_id: one per fit(), shared by its retries (see loop._resume_point).
+        if not hasattr(self, "_run_id"):
+            self._run_id = uuid.uuid4().hex
+        return replace(job, trainer_cfg={**job.trainer_cfg, "use_gpu": self.use_gpu(), "run_id": self._run_id})
 
     def fit(self, make_job: JobFactory, backend) -> TrainingResult:
         if backend.name != "ray":
@@ -221,7 +226,9 @@ class HorovodTrainer(DistributedTrainer):
             return self._run_elastic(job, placement)
         settings = RayExecutor.create_settings(timeout_s=60, placement_group_timeout_s=60)
         executor = RayExecutor(settings, num_workers=workers, **placement)
-        executor.start(extra_env_vars={"PYTHONUNBUFFERED": "1"})
+        # HOROVOD_* tuning variables of the driver (cycle time, fusion threshold, ...) reach the workers.
+        tuning = {k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")}
+        executor.start(extra_env_vars={"PYTHONUNBUFFERED": "1", **tuning})
         try:
             results = _collect(executor.run_remote(_horovod_worker, args=[job]))
         finally:
