@@ -117,6 +117,32 @@ def test_more_workers_than_the_cluster_holds_is_an_error_not_a_hang(tmp_path, ca
     assert time.perf_counter() - started < 30
 
 
+def test_elastic_horovod_trains_and_recovers_from_a_killed_worker(tmp_path, cache_dir, caplog):
+    """min_workers=1, max_workers=2: the elastic run takes both slots; a killed worker ends
+    Horovod's elastic job, and the retry resumes it from the last checkpoint."""
+    caplog.set_level("INFO")
+    run_dir = tmp_path / "run"
+    killer = threading.Thread(target=kill_a_worker_mid_run, args=(run_dir, 2))
+    killer.start()
+    metrics = run(run_dir, cache_dir, "trainer=horovod", "trainer.min_workers=1", "trainer.max_workers=2",
+                  "trainer.resources_per_worker={CPU:0.5}", "loader=local", "trainer.epochs=8",
+                  "trainer.early_stopping.patience=0", "dataset.synthetic_rows=60000")
+    killer.join()
+    import torch
+
+    history = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["history"]
+    assert len(history) == 8 and history[0]["world_size"] == 2
+    assert "a training worker failed" in caplog.text
+    assert json.loads((run_dir / "metrics.json").read_text())["training"]["resumed_at_epoch"] >= 2
+    assert metrics["test"]["label/roc_auc"] > 0.9
+
+
+def test_elastic_needs_the_local_loader(tmp_path, cache_dir):
+    with pytest.raises(UserError, match="add loader=local"):
+        run(tmp_path / "run", cache_dir, "trainer=horovod", "trainer.min_workers=1", "trainer.max_workers=2",
+            "trainer.resources_per_worker={CPU:0.5}", "loader=ray", "trainer.epochs=1")
+
+
 def test_another_runs_checkpoint_in_a_reused_run_dir_is_not_resumed(tmp_path, cache_dir):
     """Automatic resume (for retries) continues only this run's own checkpoint."""
     run(tmp_path / "run", cache_dir, "trainer=ddp", "trainer.num_workers=1", "trainer.epochs=2", "loader=local")

@@ -255,6 +255,12 @@ class HorovodTrainer(DistributedTrainer):
         executor.start()
         try:
             results = executor.run(_horovod_worker, args=[job, True])
+        except RuntimeError as error:
+            # Horovod 0.28's Ray elastic driver ends the job when a worker process dies (it shrinks
+            # only when a host goes away); the retry starts a new elastic run from the checkpoint.
+            if "exited with non-zero status" in str(error):
+                raise WorkerLost(error) from None
+            raise
         finally:
             executor.shutdown()
         return next(r for r in results if r is not None)
