@@ -193,10 +193,10 @@ class Suite:
         """Training samples/s with 1 and 2 workers, one thread each, on a compute-bound model
         (3 x 512 MLP, 2048 rows per worker step: the gradient exchange is small next to the compute)."""
         heavy = ["model.hidden_size=512", "model.num_layers=3", "trainer.num_threads=1",
-                 "trainer.learning_rate_scaling=none", "loader=local", "trainer.epochs=2",
+                 "trainer.learning_rate_scaling=none", "loader=local", "trainer.epochs=3",
                  "trainer.early_stopping.patience=0", "trainer.batch_size=2048"]
         figures = {}
-        local = self.experiment(data, rows, "local", 2, heavy[:3] + heavy[4:], section="scaling local")
+        local = self.experiment(data, rows, "local", 3, heavy[:3] + heavy[4:], section="scaling local")
         figures["local_1"] = local["train_samples_per_second"]
         for trainer in ("horovod", "ddp"):
             for workers in (1, 2):
@@ -318,12 +318,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", default=None, help="scratch folder (data, caches, runs)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, every figure, for the test suite")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: processors,ray,scaling,ooc,sweeps")
+    parser.add_argument("--only", default="", help="run just these sections (e.g. scaling), keeping the other figures "
+                                                   "of the existing figures.json")
     args = parser.parse_args(argv)
     sizes = [2000] if args.smoke else [parse_size(s) for s in args.sizes.split(",")]
     skip = set(filter(None, args.skip.split(",")))
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-"))
     (work / "data").mkdir(parents=True, exist_ok=True)
     suite = Suite(work, Path(args.out))
+    if args.only:
+        only = set(args.only.split(","))
+        previous = Path(args.out) / "figures.json"
+        if previous.exists():
+            suite.figures["sections"] = json.loads(previous.read_text())["sections"]
+        for rows in sizes:
+            data = work / "data" / f"synthetic-{rows}.csv"
+            if not data.exists():
+                write_csv(rows, data)
+            if "scaling" in only:
+                suite.figures["sections"].pop("scaling", None)
+                suite.scaling(data, rows)
+        suite.write()
+        return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     suite.startup()
     for rows in sizes:
