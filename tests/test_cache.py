@@ -79,6 +79,26 @@ def test_data_change_rebuilds(tmp_path, cache_dir, csv):
     assert len(entries(cache_dir)) == 2
 
 
+def test_content_hash_is_memoized_by_stat_and_redone_on_change(tmp_path, csv, monkeypatch):
+    import runner.processing.source as source_module
+    from runner.processing.source import DataSource
+
+    monkeypatch.setattr(source_module, "HASH_MEMO", str(tmp_path / "memo"))
+    calls = []
+    real = source_module._content_hash
+    monkeypatch.setattr(source_module, "_content_hash", lambda fs, path: calls.append(path) or real(fs, path))
+    source = DataSource.from_config({"path": str(csv)})
+    first = source.fingerprint()
+    assert source.fingerprint() == first and len(calls) == 1  # the second look is a stat
+    content = csv.read_text()
+    csv.write_text(content.replace(",", ";", 1).replace(";", ",", 1) + "")  # rewritten: new mtime
+    import os
+
+    os.utime(csv, ns=(os.stat(csv).st_atime_ns, os.stat(csv).st_mtime_ns + 1_000_000))
+    assert source.fingerprint()["files"][0]["blake2b"] == first["files"][0]["blake2b"]  # same bytes
+    assert len(calls) == 2  # but the hash was computed again
+
+
 def test_entry_contents(tmp_path, cache_dir):
     preprocess(tmp_path, cache_dir)
     (entry,) = entries(cache_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 
@@ -84,7 +85,7 @@ class DataSource:
             if info.get("ETag"):
                 entry["etag"] = str(info["ETag"])
             if (info.get("size") or 0) <= CONTENT_HASH_LIMIT and fs.protocol in ("file", ("file", "local")):
-                entry["blake2b"] = _content_hash(fs, path)
+                entry["blake2b"] = _memoized_content_hash(fs, path)
             entries.append(entry)
         return {"format": self.format, "files": entries}
 
@@ -99,6 +100,34 @@ def infer_format(path: str) -> str:
     if "." not in os.path.basename(name):
         return "parquet"  # a directory of Parquet files, as Spark and Dask write them
     raise UserError(f"cannot tell the format of {path}; set dataset.format=csv or dataset.format=parquet")
+
+
+HASH_MEMO = os.path.join(os.path.expanduser(os.environ.get("XDG_CACHE_HOME", "~/.cache")), "tabular-runner", "file-hashes")
+
+
+def _memoized_content_hash(fs, path: str) -> str:
+    """The content hash, re-computed only when the file's stat (size, mtime_ns, inode) changes
+    (git's index does the same): a cache hit then costs a stat, not a read of the whole file."""
+    stat = os.stat(path)
+    signature = [os.path.abspath(path), stat.st_size, stat.st_mtime_ns, stat.st_ino]
+    memo = os.path.join(HASH_MEMO, hashlib.sha256(signature[0].encode()).hexdigest()[:32] + ".json")
+    try:
+        with open(memo) as handle:
+            saved = json.load(handle)
+        if saved["signature"] == signature:
+            return saved["blake2b"]
+    except (OSError, ValueError, KeyError):
+        pass
+    digest = _content_hash(fs, path)
+    try:
+        os.makedirs(HASH_MEMO, exist_ok=True)
+        tmp = f"{memo}.{os.getpid()}.tmp"
+        with open(tmp, "w") as handle:
+            json.dump({"signature": signature, "blake2b": digest}, handle)
+        os.replace(tmp, memo)
+    except OSError:
+        pass  # a read-only home only costs the hash next time
+    return digest
 
 
 def _content_hash(fs, path: str) -> str:
