@@ -174,12 +174,8 @@ class LocalLoaderConfig:
 
 
 @dataclass
-class RayLoaderConfig:
+class RayLoaderConfig(LocalLoaderConfig):
     _target_: str = "runner.loading.ray_data.RayDataLoader"
-    batch_size: int = II("trainer.batch_size")
-    shuffle: bool = True
-    drop_last: bool = False
-    eval_batch_size: int = 4096
     fully_executed: bool = True  # materialize each split in the object store before training
     window_size_bytes: int | None = None  # stream and shuffle in windows of about this size
     prefetch_batches: int = 2
