@@ -46,9 +46,6 @@ class LocalStrategy:
         """Concatenate per-worker arrays (predictions, targets) in rank order."""
         return arrays
 
-    def all_true(self, flag: bool) -> bool:
-        return flag
-
     def run_epochs(self, epochs) -> None:
         """Runs the loop's epochs (an _Epochs); elastic strategies re-enter it after resets."""
         epochs.run()
@@ -92,8 +89,6 @@ class HorovodStrategy(LocalStrategy):
     def gather(self, arrays):
         return _concat(self.hvd.allgather_object(arrays))
 
-    def all_true(self, flag: bool) -> bool:
-        return all(self.hvd.allgather_object(bool(flag)))
 
 
 class DDPStrategy(LocalStrategy):
@@ -126,11 +121,6 @@ class DDPStrategy(LocalStrategy):
         parts = [None] * self.world_size
         self.dist.all_gather_object(parts, arrays)
         return _concat(parts)
-
-    def all_true(self, flag: bool) -> bool:
-        parts = [None] * self.world_size
-        self.dist.all_gather_object(parts, bool(flag))
-        return all(parts)
 
 
 class ElasticHorovodStrategy(HorovodStrategy):

@@ -63,6 +63,8 @@ class DistributedTrainer(LocalTrainer):
         super().__init__(**settings)
         self.max_retries = int(settings.get("max_retries", 3))
         self.resources = {k: float(v) for k, v in (settings.get("resources_per_worker") or {"CPU": 1.0}).items()}
+        # One id per trainer (one per run), shared by its retries: see loop._resume_point.
+        self._run_id = uuid.uuid4().hex
 
     def _cluster(self):
         from runner.backends.ray import ensure_ray
@@ -95,9 +97,6 @@ class DistributedTrainer(LocalTrainer):
                 )
 
     def _worker_settings(self, job: TrainingJob) -> TrainingJob:
-        # run_id: one per fit(), shared by its retries (see loop._resume_point).
-        if not hasattr(self, "_run_id"):
-            self._run_id = uuid.uuid4().hex
         return replace(job, trainer_cfg={**job.trainer_cfg, "use_gpu": self.use_gpu(), "run_id": self._run_id})
 
     def fit(self, make_job: JobFactory, backend) -> TrainingResult:
@@ -117,14 +116,26 @@ class DistributedTrainer(LocalTrainer):
                 error = lost.error
                 attempt += 1
                 last = Path(job.run_dir) / "checkpoints" / checkpoints.LAST
-                reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+                reason = _first_line(error) or type(error).__name__
                 if attempt > self.max_retries:
-                    where = f"the last checkpoint is {last}; resume with trainer.resume_from={job.run_dir}" if last.exists() \
-                        else "no checkpoint was written"
                     raise UserError(f"training failed after {attempt} attempt(s) (trainer.max_retries="
-                                    f"{self.max_retries}): {type(error).__name__}: {reason}; {where}") from None
+                                    f"{self.max_retries}): {type(error).__name__}: {reason}; "
+                                    f"{_checkpoint_hint(job.run_dir)}") from None
                 log.warning("a training worker failed (%s: %s); retry %d/%d from %s", type(error).__name__, reason,
                             attempt, self.max_retries, last if last.exists() else "the start")
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else ""
+
+
+def _checkpoint_hint(run_dir: str) -> str:
+    """What a failed run leaves to resume from, for its error message."""
+    last = Path(run_dir) / "checkpoints" / checkpoints.LAST
+    if last.exists():
+        return f"the last checkpoint is {last}; resume with trainer.resume_from={run_dir}"
+    return "no checkpoint was written"
 
 
 class WorkerLost(Exception):
@@ -320,12 +331,8 @@ class DDPTrainer(DistributedTrainer):
         try:
             trainer.fit()
         except Exception as error:
-            last = Path(job.run_dir) / "checkpoints" / checkpoints.LAST
-            where = f"the last checkpoint is {last}; resume with trainer.resume_from={job.run_dir}" if last.exists() \
-                else "no checkpoint was written"
-            reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
             raise UserError(f"DDP training failed (trainer.max_retries={self.max_retries}): "
-                            f"{type(error).__name__}: {reason}; {where}") from None
+                            f"{type(error).__name__}: {_first_line(error)}; {_checkpoint_hint(job.run_dir)}") from None
         with open(Path(job.run_dir) / "checkpoints" / "result.pkl", "rb") as handle:
             return pickle.load(handle)
 
