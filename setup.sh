@@ -10,25 +10,33 @@ want=$(cat pyproject.toml setup.sh | sha256sum | cut -c1-16)
 if [[ -f $stamp && "$(cat "$stamp")" == "$want" ]]; then
     exit 0
 fi
-# Horovod 0.28.1 does not compile against torch >= 2.1 as released; the fix (C++17
-# in two CMakeLists) is applied to its sdist, and the built wheel is kept outside
-# the checkout so that fresh clones on this machine reuse it.
+# Horovod 0.28.1 is built from its sdist with two fixes: C++17 in two CMakeLists (it does
+# not compile against torch >= 2.1 as released), and process sets' gloo device bound to
+# HOROVOD_GLOO_IFACE like the global one (0.28.1 binds them to the hostname's address, which is
+# 127.0.0.1 on many machines, so a job across hosts hangs at start). The built wheel is kept
+# outside the checkout, under a name that says which fixes it has, so that fresh clones on this
+# machine reuse it; .venv/.horovod-build says which build the venv has.
 HOROVOD_VERSION=0.28.1
-WHEELS=${TABULAR_RUNNER_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/tabular-runner/wheels}
+HOROVOD_BUILD=$HOROVOD_VERSION-fixes2
+WHEELS=${TABULAR_RUNNER_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/tabular-runner/wheels}/horovod-$HOROVOD_BUILD
 install_horovod() {
-    if .venv/bin/python -c "import horovod.torch" 2>/dev/null; then
+    if [[ "$(cat .venv/.horovod-build 2>/dev/null)" == "$HOROVOD_BUILD" ]] && .venv/bin/python -c "import horovod.torch" 2>/dev/null; then
         return
     fi
     local wheel
     wheel=$(ls "$WHEELS"/horovod-$HOROVOD_VERSION-*.whl 2>/dev/null | head -n 1 || true)
     if [[ -z $wheel ]]; then
-        echo "setup: building Horovod $HOROVOD_VERSION (once, about 3 minutes)"
+        echo "setup: building Horovod $HOROVOD_BUILD (once, about 3 minutes)"
         local build
         build=$(mktemp -d)
         .venv/bin/python -m pip download --quiet --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$build"
         tar xzf "$build/horovod-$HOROVOD_VERSION.tar.gz" -C "$build"
         local src=$build/horovod-$HOROVOD_VERSION
         sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
+        perl -0pi -e 's/(InitializeForProcessSet\(const GlooContext& global_context,.*?)(device_attr\.iface = gloo_iface_;)/$1gloo_iface_ = global_context.gloo_iface_;\n  $2/s' \
+            "$src/horovod/common/gloo/gloo_context.cc"
+        grep -q "gloo_iface_ = global_context.gloo_iface_" "$src/horovod/common/gloo/gloo_context.cc" \
+            || { echo "setup: the Horovod gloo fix did not apply" >&2; exit 1; }
         mkdir -p "$WHEELS"
         (cd "$src" && HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
             HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j2 \
@@ -36,7 +44,8 @@ install_horovod() {
         rm -rf "$build"
         wheel=$(ls "$WHEELS"/horovod-$HOROVOD_VERSION-*.whl | head -n 1)
     fi
-    "${pip[@]}" "$wheel"
+    "${pip[@]}" --force-reinstall --no-deps "$wheel"
+    echo "$HOROVOD_BUILD" > .venv/.horovod-build
 }
 
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv

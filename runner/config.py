@@ -157,6 +157,9 @@ class HorovodTrainerConfig(DistributedTrainerConfig):
     # Elastic Horovod: train on as many workers as are alive, between these bounds.
     min_workers: int | None = None
     max_workers: int | None = None
+    # Network interfaces Horovod's traffic between hosts uses (e.g. [eth0]); null: Horovod probes
+    # the hosts for common ones (loopback when every worker is on one host).
+    nics: list[str] | None = None
 
 
 @dataclass

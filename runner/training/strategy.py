@@ -79,12 +79,15 @@ class HorovodStrategy(LocalStrategy):
 
     def prepare(self, model, optimizer):
         hvd = self.hvd
-        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        self._broadcast_initial_state(model, optimizer)
         compression = hvd.Compression.fp16 if self.compression == "fp16" else hvd.Compression.none
         optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
                                              compression=compression)
         return model, optimizer
+
+    def _broadcast_initial_state(self, model, optimizer) -> None:
+        self.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        self.hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
     def gather(self, arrays):
         return _concat(self.hvd.allgather_object(arrays))
@@ -129,6 +132,10 @@ class ElasticHorovodStrategy(HorovodStrategy):
 
     name = "horovod-elastic"
 
+    def _broadcast_initial_state(self, model, optimizer) -> None:
+        """Not here: the elastic run's state.sync() broadcasts, and it is the first collective
+        of every worker, including one that joins a running job (which must not call extra ones)."""
+
     def run_epochs(self, epochs) -> None:
         hvd = self.hvd
         state = hvd.elastic.TorchState(model=getattr(epochs.model, "module", epochs.model), optimizer=epochs.optimizer,
@@ -140,15 +147,13 @@ class ElasticHorovodStrategy(HorovodStrategy):
             state.early, state.best = epochs.monitor.state(), epochs.best_state
             state.commit()
 
-        def on_reset() -> None:
-            epochs.reopen_shards()
-
-        state.register_reset_callbacks([on_reset])
         epochs.commit = commit
 
         @hvd.elastic.run
         def train(state) -> None:
-            # After a reset, state holds the last commit (restored, then synced from rank 0).
+            # Entered at the start and after every reset, once state holds the last commit
+            # (restored, then synced from rank 0): this worker's rank and shard may have changed.
+            epochs.reopen_shards()
             epochs.epoch, epochs.result.history = state.epoch, list(state.history)
             epochs.monitor.load(state.early)
             epochs.best_state = state.best

@@ -196,6 +196,11 @@ def _horovod_worker(job: TrainingJob, elastic: bool = False) -> TrainingResult |
     return result if strategy.is_main else None
 
 
+def _horovod_worker_env() -> dict[str, str]:
+    """HOROVOD_* tuning variables of the driver (cycle time, fusion threshold, ...) reach the workers."""
+    return {"PYTHONUNBUFFERED": "1", **{k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")}}
+
+
 class HorovodTrainer(DistributedTrainer):
     name = "horovod"
 
@@ -235,16 +240,26 @@ class HorovodTrainer(DistributedTrainer):
                      "gpus_per_worker": self.resources.get("GPU") if use_gpu else None}
         if self.elastic:
             return self._run_elastic(job, placement)
-        settings = RayExecutor.create_settings(timeout_s=60, placement_group_timeout_s=60)
+        settings = RayExecutor.create_settings(timeout_s=60, placement_group_timeout_s=60, nics=self._nics())
         executor = RayExecutor(settings, num_workers=workers, **placement)
-        # HOROVOD_* tuning variables of the driver (cycle time, fusion threshold, ...) reach the workers.
-        tuning = {k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")}
-        executor.start(extra_env_vars={"PYTHONUNBUFFERED": "1", **tuning})
+        executor.start(extra_env_vars=_horovod_worker_env())
         try:
             results = _collect(executor.run_remote(_horovod_worker, args=[job]))
         finally:
             executor.shutdown()
         return next(r for r in results if r is not None)
+
+    def _nics(self) -> set[str] | None:
+        """The interfaces for traffic between hosts: trainer.nics, else Horovod probes for common
+        ones, except on a single host, where the elastic driver must be told (loopback)."""
+        import ray
+
+        if self.settings.get("nics"):
+            return set(self.settings["nics"])
+        if not self.elastic:
+            return None
+        addresses = {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
+        return {"lo"} if len(addresses) == 1 else None
 
     def _run_elastic(self, job: TrainingJob, placement: dict) -> TrainingResult:
         """Elastic Horovod on Ray: between min_workers and max_workers, as many as are alive."""
@@ -256,19 +271,21 @@ class HorovodTrainer(DistributedTrainer):
         if not isinstance(job.loader, LocalLoader):
             raise UserError("elastic training (trainer.min_workers) re-shards the cache when workers come and go; "
                             "add loader=local")
-        # Horovod finds common network interfaces between hosts; on a single host it must be told (loopback).
-        addresses = {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
-        settings = RayExecutor.create_settings(timeout_s=60, placement_group_timeout_s=60,
-                                               nics={"lo"} if len(addresses) == 1 else None)
+        settings = RayExecutor.create_settings(timeout_s=60, placement_group_timeout_s=60, nics=self._nics())
         executor = RayExecutor(settings, min_workers=int(self.settings["min_workers"]),
                                max_workers=self.settings.get("max_workers"), elastic_timeout=120,
                                cooldown_range=[1, 2], **placement)
-        executor.start()
+        # Horovod's elastic driver advertises its rendezvous server at gethostbyname(hostname), which
+        # is 127.0.0.1 on many machines (Debian's /etc/hosts): unreachable from other hosts. The
+        # driver's Ray node address is what the other nodes reach it by.
+        executor.start(extra_env_vars={**_horovod_worker_env(),
+                                       "HOROVOD_GLOO_RENDEZVOUS_ADDR": ray.util.get_node_ip_address()})
         try:
             results = executor.run(_horovod_worker, args=[job, True])
         except RuntimeError as error:
-            # Horovod 0.28's Ray elastic driver ends the job when a worker process dies (it shrinks
-            # only when a host goes away); the retry starts a new elastic run from the checkpoint.
+            # Horovod drops the host of a failed worker and goes on with the other hosts; with no
+            # host left (all workers on one machine) it ends the job: the retry starts a new
+            # elastic run from the checkpoint.
             if "exited with non-zero status" in str(error):
                 raise WorkerLost(error) from None
             raise
