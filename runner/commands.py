@@ -99,6 +99,14 @@ def _best_metrics(result) -> dict[str, dict]:
     return {"train": best["train"], "validation": best["validation"]}
 
 
+def _steady_rate(history: list[dict]) -> float | None:
+    """Training samples/s after the first epoch of this run (warm-up: allocations, Horovod's
+    first negotiations, caches), the rate a long run settles at; None with one epoch."""
+    later = [h for h in history[1:] if "step_seconds" in h]
+    seconds = sum(h["step_seconds"] for h in later)
+    return sum(h["samples"] for h in later) / seconds if later and seconds > 0 else None
+
+
 def _training_report(result, pre: Preprocessed) -> dict:
     return {
         "best_epoch": result.best_epoch,
@@ -107,6 +115,7 @@ def _training_report(result, pre: Preprocessed) -> dict:
         "monitor": result.monitor,
         "resumed_at_epoch": result.resumed_at_epoch,
         "train_samples_per_second": result.samples_seen / max(result.step_seconds, 1e-9),
+        "steady_train_samples_per_second": _steady_rate(result.history),
         "epoch_loop_seconds": result.train_seconds,
         "world_size": result.world_size,
         "preprocessing_seconds": pre.seconds,

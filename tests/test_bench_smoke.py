@@ -26,12 +26,12 @@ def test_every_figure_is_produced(tmp_path):
         assert pre["rows_per_second"] > 0 and pre["cache_hit_seconds"] is not None
     assert figures["experiment local"][size]["first_step_seconds"] > 0
     assert figures["loader local"][size]["batches_per_second"] > 0
-    for key in ("horovod_1", "horovod_2", "ddp_1", "ddp_2", "local_1"):
+    for key in ("horovod_1", "horovod_2", "ddp_1", "ddp_2", "local_1", "ceiling", "ceiling_after"):
         assert figures["scaling"][size][key] > 0
     assert figures["out of core"]["4k"]["peak_memory_mb"] > 0
     assert figures["sweeps"]["3 trials"]["ray_seconds"] > 0
     table = (out / "figures.md").read_text()
     for row in ("preprocessing rows/s (pandas)", "training samples/s (local trainer)", "whole experiment wall",
-                "cache hit", "loader batches/s", "backend=ray vs backend=local", "horovod: 2 workers vs 1",
+                "cache hit", "loader batches/s", "backend=ray vs backend=local", "horovod: 2 workers vs 1", "hardware: 2 bare loops at once",
                 "out-of-core peak memory", "sweep of 3 trials", "`python run.py --help`"):
         assert row in table, row

@@ -333,12 +333,14 @@ class _Epochs:
             train_metrics, seen, step_seconds = _train_epoch(
                 self.step, self.decoders, self.job.loader, self.train_data, epoch, seed, strategy,
                 show=bool(cfg.get("progress_bar", True)) and strategy.is_main, label=f"epoch {epoch + 1}/{epochs}")
-            self.result.samples_seen += seen * strategy.world_size  # equal training shards
+            samples = seen * strategy.world_size  # equal training shards
+            self.result.samples_seen += samples
             self.result.step_seconds += step_seconds
             val_metrics = _evaluate(self.step, self.decoders, self.job.loader, self.val_data, strategy) \
                 if self.has_validation else {}
             record = {"epoch": epoch + 1, "train": train_metrics, "validation": val_metrics,
                       "learning_rate": self.optimizer.param_groups[0]["lr"], "world_size": strategy.world_size,
+                      "samples": samples, "step_seconds": step_seconds,
                       "seconds": time.perf_counter() - epoch_started}
             self.result.history.append(record)
             scored = val_metrics if self.has_validation else train_metrics
