@@ -44,7 +44,9 @@ install_horovod() {
         rm -rf "$build"
         wheel=$(ls "$WHEELS"/horovod-$HOROVOD_VERSION-*.whl | head -n 1)
     fi
-    "${pip[@]}" --force-reinstall --no-deps "$wheel"
+    # Another build of the same version may be installed: replace it, resolving deps as usual.
+    .venv/bin/python -m pip uninstall --quiet --yes horovod 2>/dev/null || true
+    "${pip[@]}" "$wheel"
     echo "$HOROVOD_BUILD" > .venv/.horovod-build
 }
 
