@@ -29,7 +29,6 @@ def two_hosts():
     tag = os.getpid() % 100000  # names and addresses of their own, should two suites share a machine
     name, subnet = f"trn{tag}", f"198.18.{tag % 250 + 1}"
     head, node = f"{subnet}.1", f"{subnet}.2"
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     cleanup = [("ip", "netns", "del", name), ("ip", "link", "del", name)]
     for command in cleanup:
         sh(*command, check=False)
@@ -46,19 +45,18 @@ def two_hosts():
     sh(*inside, "ip", "route", "add", "default", "via", head)
     address = f"{head}:{free_port()}"
     try:
-        subprocess.run([RAY, "start", "--head", f"--node-ip-address={head}", f"--port={address.split(':')[1]}",
-                        "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats",
-                        "--object-store-memory=150000000"], env=env, check=True, capture_output=True, timeout=120)
-        subprocess.run([*inside, "env", "RAY_AUTH_MODE=disabled", RAY, "start", f"--address={address}",
-                        f"--node-ip-address={node}", "--num-cpus=1", "--disable-usage-stats",
-                        "--object-store-memory=150000000"], check=True, capture_output=True, timeout=120)
+        # conftest's RAY_AUTH_MODE=disabled reaches both nodes (ip netns exec keeps the environment).
+        sh(RAY, "start", "--head", f"--node-ip-address={head}", f"--port={address.split(':')[1]}", "--num-cpus=1",
+           "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory=150000000")
+        sh(*inside, RAY, "start", f"--address={address}", f"--node-ip-address={node}", "--num-cpus=1",
+           "--disable-usage-stats", "--object-store-memory=150000000")
         deadline = time.time() + 90
         while alive_node_addresses(address) != sorted([head, node]):
             assert time.time() < deadline, "the second host's Ray node did not join"
             time.sleep(2)
         yield {"address": address, "namespace": name, "head": head, "node": node}
     finally:
-        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        sh(RAY, "stop", "--force", check=False)
         for command in cleanup:
             sh(*command, check=False)
 
@@ -67,8 +65,7 @@ def alive_node_addresses(address: str) -> list[str]:
     """The addresses of the cluster's live nodes, as Ray (and so Horovod's host discovery) sees them."""
     code = (f"import json, ray; ray.init(address={address!r}, logging_level='ERROR'); "
             "print(json.dumps(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive'])))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    done = sh(sys.executable, "-c", code, check=False)
     return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else []
 
 
