@@ -13,6 +13,15 @@ def trial_logs(sweep_dir):
     return [p.read_text() for p in sorted(sweep_dir.glob("*/run.log"))]
 
 
+def local_sweep(tmp_path, *overrides):
+    """A small --multirun on the basic launcher; returns the finished process and the sweep dir."""
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli("--multirun", "backend=local", "trainer.epochs=2", "trainer.progress_bar=false",
+                     "dataset.synthetic_rows=2000", *overrides, f"cache_dir={tmp_path / 'cache'}",
+                     f"hydra.sweep.dir={sweep_dir}")
+    return result, sweep_dir
+
+
 def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
     sweep_dir, cache = tmp_path / "sweep", tmp_path / "cache"
     result = run_cli(
@@ -44,10 +53,7 @@ def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
 
 
 def test_failed_trial_is_reported_and_others_kept(tmp_path):
-    sweep_dir = tmp_path / "sweep"
-    result = run_cli("--multirun", "backend=local", "trainer.epochs=2", "trainer.progress_bar=false",
-                     "dataset.synthetic_rows=2000", "trainer.optimizer=adamw,rmsprop,sgd",
-                     f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep_dir}")
+    result, sweep_dir = local_sweep(tmp_path, "trainer.optimizer=adamw,rmsprop,sgd")
     assert result.returncode != 0  # Hydra reports the failed trial after the sweep
     report = pd.read_csv(sweep_dir / "sweep_report.csv").fillna("")
     assert len(report) == 3
@@ -60,10 +66,7 @@ def test_failed_trial_is_reported_and_others_kept(tmp_path):
 
 
 def test_objective_and_direction(tmp_path):
-    sweep_dir = tmp_path / "sweep"
-    result = run_cli("--multirun", "backend=local", "trainer.epochs=2", "trainer.progress_bar=false",
-                     "dataset.synthetic_rows=2000", "model.hidden_size=8,32", "sweep.objective=test/loss",
-                     f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep_dir}")
+    result, sweep_dir = local_sweep(tmp_path, "model.hidden_size=8,32", "sweep.objective=test/loss")
     assert result.returncode == 0, result.stderr[-3000:]
     report = pd.read_csv(sweep_dir / "sweep_report.csv")
     assert report["objective"].is_monotonic_increasing  # a loss: lowest first
@@ -71,10 +74,7 @@ def test_objective_and_direction(tmp_path):
 
 
 def test_optuna_search_reads_the_returned_objective(tmp_path):
-    sweep_dir = tmp_path / "sweep"
-    result = run_cli("--multirun", "+sweep=optuna_lr_width", "hydra.sweeper.n_trials=4", "backend=local",
-                     "trainer.epochs=2", "trainer.progress_bar=false", "dataset.synthetic_rows=2000",
-                     f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep_dir}")
+    result, sweep_dir = local_sweep(tmp_path, "+sweep=optuna_lr_width", "hydra.sweeper.n_trials=4")
     assert result.returncode == 0, result.stderr[-3000:]
     report = pd.read_csv(sweep_dir / "sweep_report.csv")
     assert len(report) == 4 and (report["status"] == "completed").all()  # both batches of 2
