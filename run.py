@@ -13,7 +13,9 @@ from runner.errors import UserError
 
 register_configs()
 # conf/hydra/launcher/ray.yaml extends hydra-ray-launcher's schema of the same name on purpose.
-warnings.filterwarnings("ignore", message=".*is validated against ConfigStore schema with the same name.*")
+warnings.filterwarnings(
+    "ignore", message=".*is validated against ConfigStore schema with the same name.*"
+)
 log = logging.getLogger("runner")
 
 
@@ -43,8 +45,15 @@ def main(cfg: DictConfig) -> float | None:
         value = objective_value(metrics, cfg.sweep.objective) if in_sweep and metrics else None
     except Exception as error:
         if in_sweep:  # a failed trial: recorded, and Hydra marks it failed; the sweep goes on
-            write_trial(run_dir, {**record, "status": "failed", "error": f"{type(error).__name__}: {error}",
-                                  "seconds": time.perf_counter() - started})
+            write_trial(
+                run_dir,
+                {
+                    **record,
+                    "status": "failed",
+                    "error": f"{type(error).__name__}: {error}",
+                    "seconds": time.perf_counter() - started,
+                },
+            )
             raise
         if isinstance(error, UserError):
             log.error("%s", error)
@@ -52,8 +61,15 @@ def main(cfg: DictConfig) -> float | None:
             sys.exit(2)
         raise
     if in_sweep:
-        write_trial(run_dir, {**record, "status": "completed", "value": value,
-                              "seconds": time.perf_counter() - started})
+        write_trial(
+            run_dir,
+            {
+                **record,
+                "status": "completed",
+                "value": value,
+                "seconds": time.perf_counter() - started,
+            },
+        )
     return value
 
 

@@ -25,7 +25,9 @@ CATEGORIES = ["color", "city"]
 
 def prepare(path: str):
     table = pacsv.read_csv(path)
-    numbers = np.stack([table[c].to_numpy(zero_copy_only=False).astype(np.float64) for c in NUMBERS], axis=1)
+    numbers = np.stack(
+        [table[c].to_numpy(zero_copy_only=False).astype(np.float64) for c in NUMBERS], axis=1
+    )
     rows = len(numbers)
     order = np.random.default_rng(0).permutation(rows)
     train = order[: int(0.7 * rows)]
@@ -51,8 +53,13 @@ class Model(nn.Module):
         super().__init__()
         self.embeddings = nn.ModuleList(nn.Embedding(n, embedding) for n in sizes)
         width = dense + embedding * len(sizes)
-        self.mlp = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-                                 nn.Linear(hidden, 1))
+        self.mlp = nn.Sequential(
+            nn.Linear(width, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, 1),
+        )
 
     def forward(self, dense, cats):
         parts = [dense] + [emb(cats[:, i]) for i, emb in enumerate(self.embeddings)]
@@ -64,7 +71,10 @@ def auc(labels: np.ndarray, scores: np.ndarray) -> float:
     ranks = np.empty(len(scores))
     ranks[order] = np.arange(1, len(scores) + 1)
     positives = labels.sum()
-    return float((ranks[labels > 0.5].sum() - positives * (positives + 1) / 2) / (positives * (len(labels) - positives)))
+    return float(
+        (ranks[labels > 0.5].sum() - positives * (positives + 1) / 2)
+        / (positives * (len(labels) - positives))
+    )
 
 
 def main() -> None:
@@ -74,7 +84,7 @@ def main() -> None:
     dense, cats, label, sizes, order = prepare(path)
     prep_seconds = time.perf_counter() - t0
     rows = len(label)
-    train, test = order[: int(0.7 * rows)], order[int(0.85 * rows):]
+    train, test = order[: int(0.7 * rows)], order[int(0.85 * rows) :]
     torch.manual_seed(0)
     model = Model(dense.shape[1], sizes)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.003)
@@ -84,7 +94,7 @@ def main() -> None:
     for _ in range(epochs):
         permutation = train_t[torch.randperm(len(train_t))]
         for start in range(0, len(permutation), 256):
-            index = permutation[start:start + 256]
+            index = permutation[start : start + 256]
             optimizer.zero_grad()
             loss = loss_fn(model(dense[index], cats[index]), label[index])
             loss.backward()
@@ -93,11 +103,19 @@ def main() -> None:
     with torch.inference_mode():
         test_t = torch.from_numpy(test)
         scores = model(dense[test_t], cats[test_t]).numpy()
-    print(json.dumps({
-        "rows": rows, "prep_seconds": prep_seconds, "prep_rows_per_second": rows / prep_seconds,
-        "train_seconds": train_seconds, "train_samples_per_second": epochs * len(train) / train_seconds,
-        "test_roc_auc": auc(label[test_t].numpy(), scores), "script_seconds": time.perf_counter() - STARTED,
-    }))
+    print(
+        json.dumps(
+            {
+                "rows": rows,
+                "prep_seconds": prep_seconds,
+                "prep_rows_per_second": rows / prep_seconds,
+                "train_seconds": train_seconds,
+                "train_samples_per_second": epochs * len(train) / train_seconds,
+                "test_roc_auc": auc(label[test_t].numpy(), scores),
+                "script_seconds": time.perf_counter() - STARTED,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -34,7 +34,13 @@ def parse_size(text: str) -> int:
 
 
 def label(rows: int) -> str:
-    return f"{rows // 1_000_000}M" if rows >= 1_000_000 and rows % 1_000_000 == 0 else f"{rows // 1000}k" if rows >= 1000 else str(rows)
+    return (
+        f"{rows // 1_000_000}M"
+        if rows >= 1_000_000 and rows % 1_000_000 == 0
+        else f"{rows // 1000}k"
+        if rows >= 1000
+        else str(rows)
+    )
 
 
 def tree_memory(process: psutil.Process) -> int:
@@ -52,7 +58,9 @@ def measure(args: list[str], env: dict | None = None, timeout: float = 3600) -> 
     """Wall time and peak memory (process tree) of a command; its output too."""
     out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
     started = time.perf_counter()
-    proc = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=err, text=True)
+    proc = subprocess.Popen(
+        args, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=err, text=True
+    )
     watched, peak = psutil.Process(proc.pid), 0
     while proc.poll() is None:
         peak = max(peak, tree_memory(watched))
@@ -61,10 +69,17 @@ def measure(args: list[str], env: dict | None = None, timeout: float = 3600) -> 
         time.sleep(0.2)
     wall = time.perf_counter() - started
     out.seek(0), err.seek(0)
-    result = {"wall_seconds": wall, "peak_memory_mb": peak / 2**20, "rc": proc.returncode,
-              "stdout": out.read(), "stderr": err.read()}
+    result = {
+        "wall_seconds": wall,
+        "peak_memory_mb": peak / 2**20,
+        "rc": proc.returncode,
+        "stdout": out.read(),
+        "stderr": err.read(),
+    }
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}):\n{result['stderr'][-3000:]}")
+        raise RuntimeError(
+            f"{' '.join(args)} failed ({proc.returncode}):\n{result['stderr'][-3000:]}"
+        )
     return result
 
 
@@ -88,20 +103,39 @@ class Suite:
         self.work, self.out = work, out
         self.ceiling_steps = 2 if smoke else 60  # steps of each bare loop in parallel_ceiling
         self.scaling_epochs = 2 if smoke else 6  # the first is warm-up, the rest are measured
-        self.figures: dict = {"machine": {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30),
-                                          "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")},
-                              "sections": {}}
+        self.figures: dict = {
+            "machine": {
+                "cpus": os.cpu_count(),
+                "memory_gb": round(psutil.virtual_memory().total / 2**30),
+                "python": platform.python_version(),
+                "date": time.strftime("%Y-%m-%d"),
+            },
+            "sections": {},
+        }
 
-    BETTER = {"wall_seconds": min, "script_seconds": min, "train_seconds": min, "prep_seconds": min,
-              "first_step_seconds": min, "peak_memory_mb": min, "train_samples_per_second": max,
-              "prep_rows_per_second": max}
+    BETTER = {
+        "wall_seconds": min,
+        "script_seconds": min,
+        "train_seconds": min,
+        "prep_seconds": min,
+        "first_step_seconds": min,
+        "peak_memory_mb": min,
+        "train_samples_per_second": max,
+        "prep_rows_per_second": max,
+    }
 
     def record(self, section: str, key: str, value) -> None:
         """Stores a figure; a repeated measurement keeps the better value of each number."""
         previous = self.figures["sections"].setdefault(section, {}).get(key)
         if isinstance(previous, dict) and isinstance(value, dict):
-            value = {k: (self.BETTER[k](v, previous[k]) if k in self.BETTER and previous.get(k) is not None
-                         and v is not None else v) for k, v in value.items()}
+            value = {
+                k: (
+                    self.BETTER[k](v, previous[k])
+                    if k in self.BETTER and previous.get(k) is not None and v is not None
+                    else v
+                )
+                for k, v in value.items()
+            }
         self.figures["sections"][section][key] = value
         print(f"[bench] {section} / {key}: {json.dumps(value, default=str)[:300]}", flush=True)
 
@@ -120,40 +154,77 @@ class Suite:
 
     # -- preprocessing -------------------------------------------------------------------------
     def preprocessing(self, data: Path, rows: int, processor: str) -> dict:
-        backend = ["backend=local", "loader=local"] if processor == "pandas" else \
-            ["backend=ray", "backend.num_cpus=2", "loader=local"]
+        backend = (
+            ["backend=local", "loader=local"]
+            if processor == "pandas"
+            else ["backend=ray", "backend.num_cpus=2", "loader=local"]
+        )
         cache = self.fresh_cache(f"pre-{processor}-{rows}")
-        args = [*RUN, "command=preprocess", f"dataset.path={data}", f"processor={processor}", *backend,
-                f"cache_dir={cache}", f"hydra.run.dir={self.work / 'runs' / f'pre-{processor}-{rows}'}"]
+        args = [
+            *RUN,
+            "command=preprocess",
+            f"dataset.path={data}",
+            f"processor={processor}",
+            *backend,
+            f"cache_dir={cache}",
+            f"hydra.run.dir={self.work / 'runs' / f'pre-{processor}-{rows}'}",
+        ]
         cold = measure(args)
         seconds = logged_seconds(cold["stderr"] + cold["stdout"], r"preprocessed in ([\d.]+)s")
         warm = measure(args)
         hit = logged_seconds(warm["stderr"] + warm["stdout"], r"cache hit .*?; ([\d.]+)s\)")
-        figures = {"seconds": seconds, "rows_per_second": rows / seconds, "cache_hit_seconds": hit,
-                   "cold_wall_seconds": cold["wall_seconds"], "warm_wall_seconds": warm["wall_seconds"],
-                   "peak_memory_mb": cold["peak_memory_mb"]}
+        figures = {
+            "seconds": seconds,
+            "rows_per_second": rows / seconds,
+            "cache_hit_seconds": hit,
+            "cold_wall_seconds": cold["wall_seconds"],
+            "warm_wall_seconds": warm["wall_seconds"],
+            "peak_memory_mb": cold["peak_memory_mb"],
+        }
         self.record(f"preprocessing {processor}", label(rows), figures)
         return figures
 
     # -- whole experiment ----------------------------------------------------------------------
-    def experiment(self, data: Path, rows: int, backend: str, epochs: int = 3, extra: list[str] = (),
-                   section: str | None = None) -> dict:
+    def experiment(
+        self,
+        data: Path,
+        rows: int,
+        backend: str,
+        epochs: int = 3,
+        extra: list[str] = (),
+        section: str | None = None,
+    ) -> dict:
         name = f"exp-{section or backend}-{rows}"
         run_dir = self.work / "runs" / name
         shutil.rmtree(run_dir, ignore_errors=True)
         chosen = ["backend=local"] if backend == "local" else ["backend=ray", "backend.num_cpus=2"]
-        result = measure([*RUN, f"dataset.path={data}", *chosen, *MODEL, f"trainer.epochs={epochs}",
-                          "trainer.early_stopping.patience=0", f"cache_dir={self.fresh_cache(name)}",
-                          f"hydra.run.dir={run_dir}", *extra])
+        result = measure(
+            [
+                *RUN,
+                f"dataset.path={data}",
+                *chosen,
+                *MODEL,
+                f"trainer.epochs={epochs}",
+                "trainer.early_stopping.patience=0",
+                f"cache_dir={self.fresh_cache(name)}",
+                f"hydra.run.dir={run_dir}",
+                *extra,
+            ]
+        )
         metrics = json.loads((run_dir / "metrics.json").read_text())
         log = result["stderr"] + result["stdout"]
-        figures = {"wall_seconds": result["wall_seconds"], "peak_memory_mb": result["peak_memory_mb"],
-                   "test_roc_auc": metrics["test"]["label/roc_auc"],
-                   "train_samples_per_second": metrics["training"]["train_samples_per_second"],
-                   "steady_train_samples_per_second": metrics["training"].get("steady_train_samples_per_second"),
-                   "preprocessing_seconds": metrics["training"]["preprocessing_seconds"],
-                   "first_step_seconds": logged_seconds(log, r"first training step done ([\d.]+)s"),
-                   "cache_entry": metrics["training"]["cache_entry"]}
+        figures = {
+            "wall_seconds": result["wall_seconds"],
+            "peak_memory_mb": result["peak_memory_mb"],
+            "test_roc_auc": metrics["test"]["label/roc_auc"],
+            "train_samples_per_second": metrics["training"]["train_samples_per_second"],
+            "steady_train_samples_per_second": metrics["training"].get(
+                "steady_train_samples_per_second"
+            ),
+            "preprocessing_seconds": metrics["training"]["preprocessing_seconds"],
+            "first_step_seconds": logged_seconds(log, r"first training step done ([\d.]+)s"),
+            "cache_entry": metrics["training"]["cache_entry"],
+        }
         self.record(section or f"experiment {backend}", label(rows), figures)
         return figures
 
@@ -181,7 +252,11 @@ class Suite:
         started = time.perf_counter()
         batches = sum(1 for _ in loader.train_batches(data, 0, 0))
         seconds = time.perf_counter() - started
-        figures = {"batches_per_second": batches / seconds, "load_seconds": load_seconds, "batches": batches}
+        figures = {
+            "batches_per_second": batches / seconds,
+            "load_seconds": load_seconds,
+            "batches": batches,
+        }
         self.record("loader local", label(rows), figures)
         return figures
 
@@ -198,25 +273,52 @@ class Suite:
         after the first epoch (warm-up). Horovod is measured with its default cycle time and with
         HOROVOD_CYCLE_TIME=5 ms (fewer wake-ups of its background thread on busy cores)."""
         epochs, batch = self.scaling_epochs, 4096
-        heavy = ["model.hidden_size=512", "model.num_layers=3", "trainer.num_threads=1",
-                 "trainer.learning_rate_scaling=none", "loader=local", f"trainer.epochs={epochs}",
-                 "trainer.early_stopping.patience=0", f"trainer.batch_size={batch}"]
+        heavy = [
+            "model.hidden_size=512",
+            "model.num_layers=3",
+            "trainer.num_threads=1",
+            "trainer.learning_rate_scaling=none",
+            "loader=local",
+            f"trainer.epochs={epochs}",
+            "trainer.early_stopping.patience=0",
+            f"trainer.batch_size={batch}",
+        ]
         figures = {"batch_per_worker": batch, **self.parallel_ceiling(batch)}
-        local = self.experiment(data, rows, "local", epochs, heavy[:3] + heavy[4:], section="scaling local")
+        local = self.experiment(
+            data, rows, "local", epochs, heavy[:3] + heavy[4:], section="scaling local"
+        )
         figures["local_1"] = local["steady_train_samples_per_second"]
-        variants = {"horovod": ("horovod", {}), "ddp": ("ddp", {}),
-                    "horovod_cycle5": ("horovod", {"HOROVOD_CYCLE_TIME": "5"})}
+        variants = {
+            "horovod": ("horovod", {}),
+            "ddp": ("ddp", {}),
+            "horovod_cycle5": ("horovod", {"HOROVOD_CYCLE_TIME": "5"}),
+        }
         for variant, (trainer, env) in variants.items():
             for workers in (1, 2):
                 name = f"scale-{variant}-{workers}"
                 run_dir = self.work / "runs" / name
                 shutil.rmtree(run_dir, ignore_errors=True)
-                measure([*RUN, f"dataset.path={data}", "backend=ray", "backend.num_cpus=2", f"trainer={trainer}",
-                         f"trainer.num_workers={workers}", "trainer.resources_per_worker={CPU:1}", *MODEL, *heavy,
-                         f"cache_dir={self.work / 'caches' / 'scaling'}", f"hydra.run.dir={run_dir}"], env=env)
+                measure(
+                    [
+                        *RUN,
+                        f"dataset.path={data}",
+                        "backend=ray",
+                        "backend.num_cpus=2",
+                        f"trainer={trainer}",
+                        f"trainer.num_workers={workers}",
+                        "trainer.resources_per_worker={CPU:1}",
+                        *MODEL,
+                        *heavy,
+                        f"cache_dir={self.work / 'caches' / 'scaling'}",
+                        f"hydra.run.dir={run_dir}",
+                    ],
+                    env=env,
+                )
                 report = json.loads((run_dir / "metrics.json").read_text())["training"]
                 figures[f"{variant}_{workers}"] = report["steady_train_samples_per_second"]
-            figures[f"{variant}_efficiency"] = figures[f"{variant}_2"] / (2 * figures[f"{variant}_1"])
+            figures[f"{variant}_efficiency"] = figures[f"{variant}_2"] / (
+                2 * figures[f"{variant}_1"]
+            )
             figures[f"{variant}_speedup"] = figures[f"{variant}_2"] / figures[f"{variant}_1"]
         figures.update(self.parallel_ceiling(batch, "_after"))
         self.record("scaling", label(rows), figures)
@@ -225,7 +327,12 @@ class Suite:
     def parallel_ceiling(self, batch: int, suffix: str = "") -> dict:
         """Two bare training loops at once vs one (no communication): what the machine gives
         two workers right now. Measured before and after the strategies, as the machines are shared."""
-        script = [sys.executable, str(ROOT / "bench" / "parallel_ceiling.py"), str(batch), str(self.ceiling_steps)]
+        script = [
+            sys.executable,
+            str(ROOT / "bench" / "parallel_ceiling.py"),
+            str(batch),
+            str(self.ceiling_steps),
+        ]
         one = float(subprocess.run(script, capture_output=True, text=True, check=True).stdout)
         pair = [subprocess.Popen(script, stdout=subprocess.PIPE, text=True) for _ in range(2)]
         two = sum(float(p.communicate()[0]) for p in pair)
@@ -235,19 +342,39 @@ class Suite:
     def out_of_core(self, data: Path, rows: int, object_store_mb: int = 128) -> dict:
         name = f"ooc-{rows}"
         run_dir = self.work / "runs" / name
-        result = measure([*RUN, f"dataset.path={data}", "backend=ray", "backend.num_cpus=2",
-                          f"backend.object_store_memory={object_store_mb * 2**20}", "processor=dask",
-                          "processor.persist=false", "processor.blocksize=16MB", "loader=ray",
-                          "loader.window_size_bytes=16000000", *MODEL, "trainer.epochs=1",
-                          "trainer.early_stopping.patience=0", f"cache_dir={self.fresh_cache(name)}",
-                          f"hydra.run.dir={run_dir}"])
+        result = measure(
+            [
+                *RUN,
+                f"dataset.path={data}",
+                "backend=ray",
+                "backend.num_cpus=2",
+                f"backend.object_store_memory={object_store_mb * 2**20}",
+                "processor=dask",
+                "processor.persist=false",
+                "processor.blocksize=16MB",
+                "loader=ray",
+                "loader.window_size_bytes=16000000",
+                *MODEL,
+                "trainer.epochs=1",
+                "trainer.early_stopping.patience=0",
+                f"cache_dir={self.fresh_cache(name)}",
+                f"hydra.run.dir={run_dir}",
+            ]
+        )
         metrics = json.loads((run_dir / "metrics.json").read_text())
-        processed = sum(f.stat().st_size for f in Path(metrics["training"]["cache_entry"]).rglob("*.parquet"))
+        processed = sum(
+            f.stat().st_size for f in Path(metrics["training"]["cache_entry"]).rglob("*.parquet")
+        )
         in_memory = rows * 8 * 10  # ~ten 8-byte columns once decoded
-        figures = {"raw_csv_mb": data.stat().st_size / 2**20, "decoded_table_mb": in_memory / 2**20,
-                   "processed_parquet_mb": processed / 2**20, "object_store_mb": object_store_mb,
-                   "peak_memory_mb": result["peak_memory_mb"], "wall_seconds": result["wall_seconds"],
-                   "test_roc_auc": metrics["test"]["label/roc_auc"]}
+        figures = {
+            "raw_csv_mb": data.stat().st_size / 2**20,
+            "decoded_table_mb": in_memory / 2**20,
+            "processed_parquet_mb": processed / 2**20,
+            "object_store_mb": object_store_mb,
+            "peak_memory_mb": result["peak_memory_mb"],
+            "wall_seconds": result["wall_seconds"],
+            "test_roc_auc": metrics["test"]["label/roc_auc"],
+        }
         self.record("out of core", label(rows), figures)
         return figures
 
@@ -265,72 +392,165 @@ def ratio(a, b):
 def render_markdown(figures: dict) -> str:
     s = figures["sections"]
     m = figures["machine"]
-    lines = [f"Measured {m['date']} on {m['cpus']} CPUs / {m['memory_gb']} GiB, Python {m['python']}; "
-             "every ratio compares two figures of the same run.", "",
-             "| figure | size | runner | floor / reference | ratio | target |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"Measured {m['date']} on {m['cpus']} CPUs / {m['memory_gb']} GiB, Python {m['python']}; "
+        "every ratio compares two figures of the same run.",
+        "",
+        "| figure | size | runner | floor / reference | ratio | target |",
+        "|---|---|---|---|---|---|",
+    ]
 
     def row(name, size, value, reference, r, target, unit=""):
         def fmt(v):
             return "-" if v is None else f"{v:,.3g}{unit}" if isinstance(v, float) else f"{v}{unit}"
 
-        lines.append(f"| {name} | {size} | {fmt(value)} | {fmt(reference)} | "
-                     f"{'-' if r is None else f'{r:.2f}x'} | {target} |")
+        lines.append(
+            f"| {name} | {size} | {fmt(value)} | {fmt(reference)} | "
+            f"{'-' if r is None else f'{r:.2f}x'} | {target} |"
+        )
 
     for size, floor in s.get("floor", {}).items():
         for processor in ("pandas", "dask", "modin"):
             pre = s.get(f"preprocessing {processor}", {}).get(size)
             if pre:
-                row(f"preprocessing rows/s ({processor})", size, pre["rows_per_second"], floor["prep_rows_per_second"],
-                    ratio(pre["rows_per_second"], floor["prep_rows_per_second"]), ">= 0.5x" if processor == "pandas" else "")
+                row(
+                    f"preprocessing rows/s ({processor})",
+                    size,
+                    pre["rows_per_second"],
+                    floor["prep_rows_per_second"],
+                    ratio(pre["rows_per_second"], floor["prep_rows_per_second"]),
+                    ">= 0.5x" if processor == "pandas" else "",
+                )
         pandas = s.get("preprocessing pandas", {}).get(size)
         if pandas and pandas["cache_hit_seconds"]:
-            row("cache hit vs cold preprocessing (speed-up)", size, pandas["cache_hit_seconds"], pandas["seconds"],
-                ratio(pandas["seconds"], pandas["cache_hit_seconds"]), ">= 20x", "s")
+            row(
+                "cache hit vs cold preprocessing (speed-up)",
+                size,
+                pandas["cache_hit_seconds"],
+                pandas["seconds"],
+                ratio(pandas["seconds"], pandas["cache_hit_seconds"]),
+                ">= 20x",
+                "s",
+            )
         exp = s.get("experiment local", {}).get(size)
         if exp:
-            row("training samples/s (local trainer)", size, exp["train_samples_per_second"],
-                floor["train_samples_per_second"], ratio(exp["train_samples_per_second"], floor["train_samples_per_second"]),
-                ">= 0.8x")
-            row("whole experiment wall (3 epochs)", size, exp["wall_seconds"], floor["script_seconds"],
-                ratio(exp["wall_seconds"], floor["script_seconds"]), "<= 2x", "s")
-            row("test ROC AUC", size, exp["test_roc_auc"], floor["test_roc_auc"],
-                ratio(exp["test_roc_auc"], floor["test_roc_auc"]), ">= floor")
-            row("peak memory (experiment vs floor)", size, exp["peak_memory_mb"], floor["peak_memory_mb"],
-                ratio(exp["peak_memory_mb"], floor["peak_memory_mb"]), "", " MB")
+            row(
+                "training samples/s (local trainer)",
+                size,
+                exp["train_samples_per_second"],
+                floor["train_samples_per_second"],
+                ratio(exp["train_samples_per_second"], floor["train_samples_per_second"]),
+                ">= 0.8x",
+            )
+            row(
+                "whole experiment wall (3 epochs)",
+                size,
+                exp["wall_seconds"],
+                floor["script_seconds"],
+                ratio(exp["wall_seconds"], floor["script_seconds"]),
+                "<= 2x",
+                "s",
+            )
+            row(
+                "test ROC AUC",
+                size,
+                exp["test_roc_auc"],
+                floor["test_roc_auc"],
+                ratio(exp["test_roc_auc"], floor["test_roc_auc"]),
+                ">= floor",
+            )
+            row(
+                "peak memory (experiment vs floor)",
+                size,
+                exp["peak_memory_mb"],
+                floor["peak_memory_mb"],
+                ratio(exp["peak_memory_mb"], floor["peak_memory_mb"]),
+                "",
+                " MB",
+            )
             row("time to first training step", size, exp["first_step_seconds"], None, None, "", "s")
             loader = s.get("loader local", {}).get(size)
             if loader:
                 consumed = exp["train_samples_per_second"] / 256
-                row("loader batches/s vs training consumption", size, loader["batches_per_second"], consumed,
-                    ratio(loader["batches_per_second"], consumed), ">= 5x")
+                row(
+                    "loader batches/s vs training consumption",
+                    size,
+                    loader["batches_per_second"],
+                    consumed,
+                    ratio(loader["batches_per_second"], consumed),
+                    ">= 5x",
+                )
         ray_exp = s.get("experiment ray", {}).get(size)
         if ray_exp and exp:
-            row("backend=ray vs backend=local wall", size, ray_exp["wall_seconds"], exp["wall_seconds"],
-                ratio(ray_exp["wall_seconds"], exp["wall_seconds"]), "<= 1.5x at 100k", "s")
+            row(
+                "backend=ray vs backend=local wall",
+                size,
+                ray_exp["wall_seconds"],
+                exp["wall_seconds"],
+                ratio(ray_exp["wall_seconds"], exp["wall_seconds"]),
+                "<= 1.5x at 100k",
+                "s",
+            )
     for start in s.get("startup", {}).values():
         row("`python run.py --help`", "-", start["help_seconds"], None, None, "", "s")
     for size, sc in s.get("scaling", {}).items():
-        for variant, name in (("horovod", "horovod"), ("ddp", "ddp"), ("horovod_cycle5", "horovod, HOROVOD_CYCLE_TIME=5")):
+        for variant, name in (
+            ("horovod", "horovod"),
+            ("ddp", "ddp"),
+            ("horovod_cycle5", "horovod, HOROVOD_CYCLE_TIME=5"),
+        ):
             if f"{variant}_2" in sc:
-                row(f"{name}: 2 workers vs 1 (samples/s, 1 thread each)", size, sc[f"{variant}_2"],
-                    sc[f"{variant}_1"], sc[f"{variant}_speedup"], ">= 1.7x")
+                row(
+                    f"{name}: 2 workers vs 1 (samples/s, 1 thread each)",
+                    size,
+                    sc[f"{variant}_2"],
+                    sc[f"{variant}_1"],
+                    sc[f"{variant}_speedup"],
+                    ">= 1.7x",
+                )
         row("local trainer, 1 thread (samples/s)", size, sc["local_1"], None, None, "")
         for when in ("", "_after"):
             if f"ceiling{when}" in sc:
-                row(f"hardware: 2 bare loops at once vs 1 ({'after' if when else 'before'} the above)", size,
-                    sc[f"bare_2{when}"], sc[f"bare_1{when}"], sc[f"ceiling{when}"], "the ceiling for 2 workers")
+                row(
+                    f"hardware: 2 bare loops at once vs 1 ({'after' if when else 'before'} the above)",
+                    size,
+                    sc[f"bare_2{when}"],
+                    sc[f"bare_1{when}"],
+                    sc[f"ceiling{when}"],
+                    "the ceiling for 2 workers",
+                )
     ooc = s.get("out of core", {})
     for size, fig in ooc.items():
-        row("out-of-core peak memory vs decoded table", size, fig["peak_memory_mb"], fig["decoded_table_mb"],
-            ratio(fig["peak_memory_mb"], fig["decoded_table_mb"]), f"bounded (object store {fig['object_store_mb']} MB)", " MB")
+        row(
+            "out-of-core peak memory vs decoded table",
+            size,
+            fig["peak_memory_mb"],
+            fig["decoded_table_mb"],
+            ratio(fig["peak_memory_mb"], fig["decoded_table_mb"]),
+            f"bounded (object store {fig['object_store_mb']} MB)",
+            " MB",
+        )
     if len(ooc) >= 2:
         (small, a), (large, b) = list(ooc.items())[0], list(ooc.items())[-1]
-        row(f"out-of-core peak memory growth, {small} -> {large} rows", f"{large}/{small}", b["peak_memory_mb"],
-            a["peak_memory_mb"], ratio(b["peak_memory_mb"], a["peak_memory_mb"]),
-            f"data grew {b['decoded_table_mb'] / a['decoded_table_mb']:.0f}x", " MB")
+        row(
+            f"out-of-core peak memory growth, {small} -> {large} rows",
+            f"{large}/{small}",
+            b["peak_memory_mb"],
+            a["peak_memory_mb"],
+            ratio(b["peak_memory_mb"], a["peak_memory_mb"]),
+            f"data grew {b['decoded_table_mb'] / a['decoded_table_mb']:.0f}x",
+            " MB",
+        )
     for name, sweep in s.get("sweeps", {}).items():
-        row(f"sweep of {sweep['trials']} trials: ray launcher vs basic launcher (wall)", name, sweep["ray_seconds"],
-            sweep["basic_seconds"], ratio(sweep["ray_seconds"], sweep["basic_seconds"]), "", "s")
+        row(
+            f"sweep of {sweep['trials']} trials: ray launcher vs basic launcher (wall)",
+            name,
+            sweep["ray_seconds"],
+            sweep["basic_seconds"],
+            ratio(sweep["ray_seconds"], sweep["basic_seconds"]),
+            "",
+            "s",
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -339,10 +559,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="100k,1M,10M")
     parser.add_argument("--out", default=str(ROOT / "bench-results"))
     parser.add_argument("--work", default=None, help="scratch folder (data, caches, runs)")
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, every figure, for the test suite")
-    parser.add_argument("--skip", default="", help="comma-separated sections to skip: processors,ray,scaling,ooc,sweeps")
-    parser.add_argument("--only", default="", help="run just these sections (e.g. scaling), keeping the other figures "
-                                                   "of the existing figures.json")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes, every figure, for the test suite"
+    )
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated sections to skip: processors,ray,scaling,ooc,sweeps",
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="run just these sections (e.g. scaling), keeping the other figures "
+        "of the existing figures.json",
+    )
     args = parser.parse_args(argv)
     sizes = [2000] if args.smoke else [parse_size(s) for s in args.sizes.split(",")]
     skip = set(filter(None, args.skip.split(",")))
@@ -388,7 +618,7 @@ def main(argv: list[str] | None = None) -> None:
             suite.scaling(data, rows)
     if "ooc" not in skip:
         # Two sizes: bounded memory means the peak does not grow with the data.
-        for rows in ([4000] if args.smoke else [1_000_000, 4_000_000]):
+        for rows in [4000] if args.smoke else [1_000_000, 4_000_000]:
             suite.out_of_core(write_csv(rows, work / "data" / f"ooc-{rows}.csv"), rows, 128)
     if "sweeps" not in skip:
         from bench.sweeps import sweep_figures

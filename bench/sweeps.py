@@ -15,10 +15,25 @@ ROOT = Path(__file__).resolve().parents[1]
 def _sweep(launcher: list[str], sweep_dir: Path, cache: Path, rows: int, epochs: int) -> float:
     shutil.rmtree(sweep_dir, ignore_errors=True)
     started = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "run.py"), "--multirun", *launcher, "trainer.progress_bar=false",
-                    f"trainer.epochs={epochs}", "trainer.early_stopping.patience=0", f"dataset.synthetic_rows={rows}",
-                    "trainer.learning_rate=0.001,0.003,0.01", f"cache_dir={cache}", f"hydra.sweep.dir={sweep_dir}"],
-                   cwd=ROOT, check=True, capture_output=True, env={**os.environ, "RAY_ADDRESS": ""})
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "--multirun",
+            *launcher,
+            "trainer.progress_bar=false",
+            f"trainer.epochs={epochs}",
+            "trainer.early_stopping.patience=0",
+            f"dataset.synthetic_rows={rows}",
+            "trainer.learning_rate=0.001,0.003,0.01",
+            f"cache_dir={cache}",
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
     return time.perf_counter() - started
 
 
@@ -26,8 +41,26 @@ def sweep_figures(work: Path, smoke: bool = False) -> dict:
     rows, epochs = (2000, 1) if smoke else (100_000, 3)
     # Both sweeps start from a warm cache, so the figure compares trial execution alone.
     cache = work / "caches" / "sweeps"
-    basic = _sweep(["backend=local", "trainer.num_threads=1"], work / "sweeps" / "basic", cache, rows, epochs)
-    ray = _sweep(["hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=2", "trainer.num_threads=1",
-                  "sweep.max_concurrent=2"], work / "sweeps" / "ray", cache, rows, epochs)
-    return {"trials": 3, "rows": rows, "epochs": epochs, "basic_seconds": basic, "ray_seconds": ray,
-            "speedup": basic / ray}
+    basic = _sweep(
+        ["backend=local", "trainer.num_threads=1"], work / "sweeps" / "basic", cache, rows, epochs
+    )
+    ray = _sweep(
+        [
+            "hydra/launcher=ray",
+            "hydra.launcher.ray.init.num_cpus=2",
+            "trainer.num_threads=1",
+            "sweep.max_concurrent=2",
+        ],
+        work / "sweeps" / "ray",
+        cache,
+        rows,
+        epochs,
+    )
+    return {
+        "trials": 3,
+        "rows": rows,
+        "epochs": epochs,
+        "basic_seconds": basic,
+        "ray_seconds": ray,
+        "speedup": basic / ray,
+    }

@@ -44,7 +44,11 @@ class Run:
 
 def _resolved(option, run: Run):
     """processor=auto and loader=auto: picked from the backend, the data and the trainer."""
-    return option.resolve(run.backend.name, run.source, run.trainer) if hasattr(option, "resolve") else option
+    return (
+        option.resolve(run.backend.name, run.source, run.trainer)
+        if hasattr(option, "resolve")
+        else option
+    )
 
 
 def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
@@ -67,13 +71,18 @@ def _preprocess(run: Run) -> Preprocessed:
     split = OmegaConf.to_container(run.cfg.dataset.split, resolve=True)
     features = _features(run)
     return run.backend.main_first(
-        lambda: preprocess(run.processor, run.source, features, split, run.cfg.cache_dir, run.cache_options))
+        lambda: preprocess(
+            run.processor, run.source, features, split, run.cfg.cache_dir, run.cache_options
+        )
+    )
 
 
 def command_preprocess(run: Run) -> dict:
     pre = _preprocess(run)
-    print(f"processed splits: {pre.entry.url} ({', '.join(f'{k} {v}' for k, v in pre.meta['rows'].items())} rows)"
-          + (" [cache hit]" if pre.cache_hit else ""))
+    print(
+        f"processed splits: {pre.entry.url} ({', '.join(f'{k} {v}' for k, v in pre.meta['rows'].items())} rows)"
+        + (" [cache hit]" if pre.cache_hit else "")
+    )
     return {}
 
 
@@ -82,15 +91,24 @@ def _train(run: Run, pre: Preprocessed):
     from runner.training.loop import TrainingJob
 
     def make_job(world_size: int) -> TrainingJob:
-        return TrainingJob.create(pre.entry, pre.meta, run.model_cfg, run.trainer.settings, run.loader,
-                                  str(run.run_dir), world_size)
+        return TrainingJob.create(
+            pre.entry,
+            pre.meta,
+            run.model_cfg,
+            run.trainer.settings,
+            run.loader,
+            str(run.run_dir),
+            world_size,
+        )
 
     result = run.trainer.fit(make_job, run.backend)
     layout = Layout.from_meta(pre.meta, run.model_cfg)
     if not run.backend.is_main:
         return result, layout  # under horovodrun, rank 0 writes the outputs
     outputs.save_model(run.run_dir / "model", result.model, pre.meta, run.cfg)
-    outputs.plot_learning_curves(result.history, outputs.main_metric(layout), run.run_dir / "learning_curves.png")
+    outputs.plot_learning_curves(
+        result.history, outputs.main_metric(layout), run.run_dir / "learning_curves.png"
+    )
     return result, layout
 
 
@@ -165,7 +183,9 @@ def _majority_baseline(layout, meta: dict, targets: dict[str, np.ndarray]) -> di
         if spec.type == "binary":
             baseline[f"{spec.name}/accuracy"] = float((targets[spec.name] == stats["mode"]).mean())
         elif spec.type == "category":
-            baseline[f"{spec.name}/accuracy"] = float((targets[spec.name] == 0).mean())  # vocab is frequency-ranked
+            baseline[f"{spec.name}/accuracy"] = float(
+                (targets[spec.name] == 0).mean()
+            )  # vocab is frequency-ranked
     return baseline
 
 
@@ -189,7 +209,9 @@ def _score_raw(run: Run, with_targets: bool):
 
     model, layout, meta, features, stats = _saved_model(run)
     frame = transform_raw(run.processor, run.source, features, stats, with_outputs=with_targets)
-    data = TensorTable.from_arrow(pa.Table.from_pandas(frame, preserve_index=False), layout, with_targets)
+    data = TensorTable.from_arrow(
+        pa.Table.from_pandas(frame, preserve_index=False), layout, with_targets
+    )
     return score(model, data.chunks(run.loader.eval_batch_size), layout), layout, meta
 
 
@@ -209,7 +231,9 @@ def command_evaluate(run: Run) -> dict:
 
     scored, layout, meta = _score_raw(run, with_targets=True)
     if not len(scored.row_ids):
-        raise UserError(f"{run.source.label} has no rows with a known target; evaluate needs labelled rows")
+        raise UserError(
+            f"{run.source.label} has no rows with a known target; evaluate needs labelled rows"
+        )
     metrics = {"evaluation": compute_metrics(layout, Decoders(meta), scored.logits, scored.targets)}
     _finish(run, metrics, {"rows": len(scored.row_ids), "dataset": run.source.label})
     return metrics
@@ -218,9 +242,13 @@ def command_evaluate(run: Run) -> dict:
 def _finish(run: Run, metrics: dict, extra: dict) -> None:
     outputs.write_json(run.run_dir / "metrics.json", {**metrics, **extra})
     locations = {"metrics": str(run.run_dir / "metrics.json")}
-    for name, label in (("model", "model"), ("predictions.parquet", "predictions"),
-                        ("learning_curves.png", "curves"), ("tensorboard", "tensorboard"),
-                        ("checkpoints", "checkpoints")):
+    for name, label in (
+        ("model", "model"),
+        ("predictions.parquet", "predictions"),
+        ("learning_curves.png", "curves"),
+        ("tensorboard", "tensorboard"),
+        ("checkpoints", "checkpoints"),
+    ):
         if (run.run_dir / name).exists():
             locations[label] = str(run.run_dir / name)
     print(outputs.format_summary(metrics, locations))

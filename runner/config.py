@@ -131,7 +131,9 @@ class LocalTrainerConfig:
     seed: int = II("seed")
     checkpoint_every: int = 1  # epochs between checkpoints/last.pt writes
     resume_from: str | None = None  # a run dir or a checkpoint file
-    num_threads: int | None = None  # torch threads per worker; null = cores / workers on the machine
+    num_threads: int | None = (
+        None  # torch threads per worker; null = cores / workers on the machine
+    )
     progress_bar: bool = True
     use_gpu: bool = False
     precision: str = "32"  # 32 | bf16 | fp16 (autocast; fp16 with a gradient scaler on CUDA)

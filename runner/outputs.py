@@ -101,7 +101,9 @@ def plot_learning_curves(history: list[dict], metric: str, path: Path) -> None:
 
 def format_summary(metrics: dict[str, dict[str, float]], locations: dict[str, str]) -> str:
     """A metric table (rows: metric, columns: split) and where each output went."""
-    splits = [s for s in ("train", "validation", "test", "evaluation", "baseline") if metrics.get(s)]
+    splits = [
+        s for s in ("train", "validation", "test", "evaluation", "baseline") if metrics.get(s)
+    ]
     names = list(dict.fromkeys(name for s in splits for name in metrics[s]))
     width = max([len(n) for n in names] + [6])
     lines = ["", "metric".ljust(width) + "".join(s.rjust(12) for s in splits)]

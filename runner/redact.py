@@ -56,7 +56,7 @@ def _scrub_overrides(text: str) -> str:
         else:
             comma = text.find(",", end)
             end = len(text) if comma < 0 else comma
-        out += [text[position:match.end()], MASK]
+        out += [text[position : match.end()], MASK]
         position = end
     return "".join(out) + text[position:]
 

@@ -12,11 +12,21 @@ from runner.errors import UserError
 
 # Credential keys as users write them (AWS names, s3fs names) -> s3fs storage options.
 _S3_KEYS = {
-    "aws_access_key_id": "key", "access_key_id": "key", "key": "key",
-    "aws_secret_access_key": "secret", "secret_access_key": "secret", "secret": "secret",
-    "aws_session_token": "token", "session_token": "token", "token": "token",
+    "aws_access_key_id": "key",
+    "access_key_id": "key",
+    "key": "key",
+    "aws_secret_access_key": "secret",
+    "secret_access_key": "secret",
+    "secret": "secret",
+    "aws_session_token": "token",
+    "session_token": "token",
+    "token": "token",
 }
-_CLIENT_KEYS = {"endpoint_url": "endpoint_url", "region": "region_name", "region_name": "region_name"}
+_CLIENT_KEYS = {
+    "endpoint_url": "endpoint_url",
+    "region": "region_name",
+    "region_name": "region_name",
+}
 
 
 def load_credentials(credentials) -> dict:
@@ -29,11 +39,17 @@ def load_credentials(credentials) -> dict:
             with open(path) as handle:
                 credentials = json.load(handle)
         except FileNotFoundError:
-            raise UserError(f"cache_credentials file {credentials} does not exist; fix the path or give the credentials inline") from None
+            raise UserError(
+                f"cache_credentials file {credentials} does not exist; fix the path or give the credentials inline"
+            ) from None
         except json.JSONDecodeError as exc:
-            raise UserError(f"cache_credentials file {credentials} is not valid JSON ({exc.msg} at line {exc.lineno}); fix the file") from None
+            raise UserError(
+                f"cache_credentials file {credentials} is not valid JSON ({exc.msg} at line {exc.lineno}); fix the file"
+            ) from None
     if not isinstance(credentials, dict):
-        raise UserError("cache_credentials must be a mapping (key, secret, endpoint_url, ...) or the path of a JSON file holding one")
+        raise UserError(
+            "cache_credentials must be a mapping (key, secret, endpoint_url, ...) or the path of a JSON file holding one"
+        )
     credentials = dict(credentials.get("s3", credentials))
     options: dict = {}
     client: dict = {}
@@ -79,7 +95,11 @@ class Location:
     @property
     def path(self) -> str:
         """The path inside the filesystem (no protocol)."""
-        return fsspec.core.url_to_fs(self.url, **self.options)[1] if not self.is_local else os.path.abspath(self.url)
+        return (
+            fsspec.core.url_to_fs(self.url, **self.options)[1]
+            if not self.is_local
+            else os.path.abspath(self.url)
+        )
 
     def join(self, *parts: str) -> Location:
         return Location("/".join([self.url, *parts]), self.options)

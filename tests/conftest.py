@@ -29,8 +29,14 @@ def compose_config(overrides: list[str]):
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 300):
     """python run.py ... as a user runs it; returns the CompletedProcess."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd or ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *args],
+        cwd=cwd or ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -52,10 +58,18 @@ def mixed_table(rows: int, seed: int = 0) -> pd.DataFrame:
     sentiment = (picks < 3).sum(axis=1) - 1.5
     score = size + 0.5 * sentiment + np.where(shiny, 0.7, -0.7) + rng.normal(scale=0.2, size=rows)
     grade = np.where(score > 0.8, "A", np.where(score > -0.8, "B", "C"))
-    frame = pd.DataFrame({
-        "size": size, "weight": weight, "shape": shape, "shiny": shiny, "review": review,
-        "good": score > 0, "grade": grade, "value": 3.0 * size + 2.0 * sentiment + 10.0,
-    })
+    frame = pd.DataFrame(
+        {
+            "size": size,
+            "weight": weight,
+            "shape": shape,
+            "shiny": shiny,
+            "review": review,
+            "good": score > 0,
+            "grade": grade,
+            "value": 3.0 * size + 2.0 * sentiment + 10.0,
+        }
+    )
     frame.loc[frame.index % 17 == 3, "weight"] = np.nan
     frame.loc[frame.index % 23 == 5, "shape"] = None
     return frame
@@ -103,9 +117,18 @@ def s3_server():
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
-    credentials = {"aws_access_key_id": "testing-key", "aws_secret_access_key": "testing-secret-value",
-                   "endpoint_url": endpoint, "region": "us-east-1"}
-    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing-key",
-                 aws_secret_access_key="testing-secret-value", region_name="us-east-1").create_bucket(Bucket="runner")
+    credentials = {
+        "aws_access_key_id": "testing-key",
+        "aws_secret_access_key": "testing-secret-value",
+        "endpoint_url": endpoint,
+        "region": "us-east-1",
+    }
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing-key",
+        aws_secret_access_key="testing-secret-value",
+        region_name="us-east-1",
+    ).create_bucket(Bucket="runner")
     yield credentials
     server.stop()

@@ -11,13 +11,37 @@ def test_every_figure_is_produced(tmp_path):
     import subprocess
 
     out = tmp_path / "results"
-    result = subprocess.run([sys.executable, str(ROOT / "bench" / "suite.py"), "--smoke", "--out", str(out),
-                             "--work", str(tmp_path / "work")], capture_output=True, text=True, cwd=ROOT,
-                            timeout=1200, env={**__import__("os").environ, "RAY_ADDRESS": ""})
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "suite.py"),
+            "--smoke",
+            "--out",
+            str(out),
+            "--work",
+            str(tmp_path / "work"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1200,
+        env={**__import__("os").environ, "RAY_ADDRESS": ""},
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     figures = json.loads((out / "figures.json").read_text())["sections"]
-    expected = {"startup", "floor", "preprocessing pandas", "preprocessing dask", "preprocessing modin",
-                "experiment local", "experiment ray", "loader local", "scaling", "out of core", "sweeps"}
+    expected = {
+        "startup",
+        "floor",
+        "preprocessing pandas",
+        "preprocessing dask",
+        "preprocessing modin",
+        "experiment local",
+        "experiment ray",
+        "loader local",
+        "scaling",
+        "out of core",
+        "sweeps",
+    }
     assert expected <= set(figures), sorted(figures)
     size = "2k"
     assert figures["floor"][size]["prep_rows_per_second"] > 0
@@ -31,7 +55,17 @@ def test_every_figure_is_produced(tmp_path):
     assert figures["out of core"]["4k"]["peak_memory_mb"] > 0
     assert figures["sweeps"]["3 trials"]["ray_seconds"] > 0
     table = (out / "figures.md").read_text()
-    for row in ("preprocessing rows/s (pandas)", "training samples/s (local trainer)", "whole experiment wall",
-                "cache hit", "loader batches/s", "backend=ray vs backend=local", "horovod: 2 workers vs 1", "hardware: 2 bare loops at once",
-                "out-of-core peak memory", "sweep of 3 trials", "`python run.py --help`"):
+    for row in (
+        "preprocessing rows/s (pandas)",
+        "training samples/s (local trainer)",
+        "whole experiment wall",
+        "cache hit",
+        "loader batches/s",
+        "backend=ray vs backend=local",
+        "horovod: 2 workers vs 1",
+        "hardware: 2 bare loops at once",
+        "out-of-core peak memory",
+        "sweep of 3 trials",
+        "`python run.py --help`",
+    ):
         assert row in table, row

@@ -16,7 +16,11 @@ from runner.processing.engines import PandasProcessor
 
 
 def entries(cache_dir):
-    return sorted(p for p in cache_dir.iterdir() if (p / "meta.json").exists()) if cache_dir.exists() else []
+    return (
+        sorted(p for p in cache_dir.iterdir() if (p / "meta.json").exists())
+        if cache_dir.exists()
+        else []
+    )
 
 
 def preprocess(tmp_path, cache_dir, *overrides):
@@ -48,8 +52,13 @@ def test_hit_skips_and_says_so(tmp_path, cache_dir, caplog):
 
 def test_training_options_reuse_the_entry(tmp_path, cache_dir):
     preprocess(tmp_path, cache_dir)
-    for change in (["trainer.learning_rate=0.1", "trainer.epochs=2"], ["model.hidden_size=8"],
-                   ["model.input_features.4.embedding_size=3"], ["loader.shuffle=false"], ["seed=9"]):
+    for change in (
+        ["trainer.learning_rate=0.1", "trainer.epochs=2"],
+        ["model.hidden_size=8"],
+        ["model.input_features.4.embedding_size=3"],
+        ["loader.shuffle=false"],
+        ["seed=9"],
+    ):
         preprocess(tmp_path, cache_dir, *change)
         assert len(entries(cache_dir)) == 1, change
 
@@ -86,7 +95,9 @@ def test_content_hash_is_memoized_by_stat_and_redone_on_change(tmp_path, csv, mo
     monkeypatch.setattr(source_module, "HASH_MEMO", str(tmp_path / "memo"))
     calls = []
     real = source_module._content_hash
-    monkeypatch.setattr(source_module, "_content_hash", lambda fs, path: calls.append(path) or real(fs, path))
+    monkeypatch.setattr(
+        source_module, "_content_hash", lambda fs, path: calls.append(path) or real(fs, path)
+    )
     source = DataSource.from_config({"path": str(csv)})
     first = source.fingerprint()
     assert source.fingerprint() == first and len(calls) == 1  # the second look is a stat
@@ -109,7 +120,13 @@ def test_entry_contents(tmp_path, cache_dir):
         assert table.num_rows == meta["rows"][split]
         total += table.num_rows
     assert total == 10000
-    assert meta["features"]["color"]["stats"]["vocab"][0] in {"red", "green", "blue", "yellow", "purple"}
+    assert meta["features"]["color"]["stats"]["vocab"][0] in {
+        "red",
+        "green",
+        "blue",
+        "yellow",
+        "purple",
+    }
     # Statistics come from the training split only.
     train_rows = meta["rows"]["train"]
     assert 0.65 * 10000 < train_rows < 0.75 * 10000
@@ -142,8 +159,14 @@ def test_failed_build_leaves_nothing_readable(tmp_path, cache_dir):
 def test_killed_build_is_never_read(tmp_path, cache_dir):
     """SIGKILL a real preprocessing run mid-build: no complete-looking entry appears,
     and the next run rebuilds."""
-    args = [sys.executable, str(ROOT / "run.py"), "command=preprocess", f"cache_dir={cache_dir}",
-            "dataset.synthetic_rows=1500000", f"hydra.run.dir={tmp_path / 'killed'}"]
+    args = [
+        sys.executable,
+        str(ROOT / "run.py"),
+        "command=preprocess",
+        f"cache_dir={cache_dir}",
+        "dataset.synthetic_rows=1500000",
+        f"hydra.run.dir={tmp_path / 'killed'}",
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     while time.time() < deadline and not list(cache_dir.glob("*/data-*/*")):
@@ -159,9 +182,19 @@ def test_killed_build_is_never_read(tmp_path, cache_dir):
 def test_concurrent_runs_build_once(tmp_path, cache_dir):
     """Two runs started together: one builds, the other waits and reuses it."""
     procs = [
-        subprocess.Popen([sys.executable, str(ROOT / "run.py"), "command=preprocess", f"cache_dir={cache_dir}",
-                          "dataset.synthetic_rows=300000", f"hydra.run.dir={tmp_path / str(i)}"],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "run.py"),
+                "command=preprocess",
+                f"cache_dir={cache_dir}",
+                "dataset.synthetic_rows=300000",
+                f"hydra.run.dir={tmp_path / str(i)}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for i in range(3)
     ]
     logs = [p.communicate(timeout=240)[0] for p in procs]

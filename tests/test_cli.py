@@ -12,7 +12,9 @@ OUTPUTS = ("model", "metrics.json", "predictions.parquet", "learning_curves.png"
 
 def test_default_experiment_beats_the_majority_baseline(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_cli(f"hydra.run.dir={run_dir}", env={"TABULAR_RUNNER_CACHE": str(tmp_path / "cache")})
+    result = run_cli(
+        f"hydra.run.dir={run_dir}", env={"TABULAR_RUNNER_CACHE": str(tmp_path / "cache")}
+    )
     assert result.returncode == 0, result.stderr
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["test"]["label/accuracy"] > metrics["baseline"]["label/accuracy"] + 0.2
@@ -20,7 +22,9 @@ def test_default_experiment_beats_the_majority_baseline(tmp_path):
     for name in (*OUTPUTS, ".hydra/config.yaml", "checkpoints/best.pt", "tensorboard"):
         assert (run_dir / name).exists(), name
     # The summary: a metric table and where each output went.
-    assert "label/roc_auc" in result.stdout and str(run_dir / "predictions.parquet") in result.stdout
+    assert (
+        "label/roc_auc" in result.stdout and str(run_dir / "predictions.parquet") in result.stdout
+    )
 
 
 def test_every_command_through_the_cli(tmp_path):
@@ -32,26 +36,51 @@ def test_every_command_through_the_cli(tmp_path):
         "{name:review,type:text}]",
         "model.output_features=[{name:grade,type:category}]",
     ]
-    pre = run_cli("command=preprocess", f"dataset.path={data}", *model, f"hydra.run.dir={tmp_path / 'pre'}", env=cache)
+    pre = run_cli(
+        "command=preprocess",
+        f"dataset.path={data}",
+        *model,
+        f"hydra.run.dir={tmp_path / 'pre'}",
+        env=cache,
+    )
     assert pre.returncode == 0 and "processed splits" in pre.stdout, pre.stderr
-    train = run_cli("command=train", f"dataset.path={data}", *model, "trainer.epochs=5",
-                    f"hydra.run.dir={tmp_path / 'train'}", env=cache)
+    train = run_cli(
+        "command=train",
+        f"dataset.path={data}",
+        *model,
+        "trainer.epochs=5",
+        f"hydra.run.dir={tmp_path / 'train'}",
+        env=cache,
+    )
     assert train.returncode == 0, train.stderr
     assert "cache hit" in train.stderr + train.stdout
     assert (tmp_path / "train" / "model" / "weights.pt").exists()
     assert not (tmp_path / "train" / "predictions.parquet").exists()
     raw = mixed_table(50, seed=1).drop(columns=["grade"])
     raw.to_csv(tmp_path / "new.csv", index=False)
-    predict = run_cli("command=predict", f"model_dir={tmp_path / 'train' / 'model'}",
-                      f"dataset.path={tmp_path / 'new.csv'}", f"hydra.run.dir={tmp_path / 'predict'}", env=cache)
+    predict = run_cli(
+        "command=predict",
+        f"model_dir={tmp_path / 'train' / 'model'}",
+        f"dataset.path={tmp_path / 'new.csv'}",
+        f"hydra.run.dir={tmp_path / 'predict'}",
+        env=cache,
+    )
     assert predict.returncode == 0, predict.stderr
     predictions = pd.read_parquet(tmp_path / "predict" / "predictions.parquet")
     assert len(predictions) == 50 and "grade_probability_A" in predictions
-    evaluate = run_cli("command=evaluate", f"model_dir={tmp_path / 'train' / 'model'}", f"dataset.path={data}",
-                       f"hydra.run.dir={tmp_path / 'evaluate'}", env=cache)
+    evaluate = run_cli(
+        "command=evaluate",
+        f"model_dir={tmp_path / 'train' / 'model'}",
+        f"dataset.path={data}",
+        f"hydra.run.dir={tmp_path / 'evaluate'}",
+        env=cache,
+    )
     assert evaluate.returncode == 0, evaluate.stderr
     assert "grade/macro_f1" in evaluate.stdout
-    assert "grade/accuracy" in json.loads((tmp_path / "evaluate" / "metrics.json").read_text())["evaluation"]
+    assert (
+        "grade/accuracy"
+        in json.loads((tmp_path / "evaluate" / "metrics.json").read_text())["evaluation"]
+    )
 
 
 def test_cfg_job_and_info():
@@ -77,14 +106,26 @@ BAD_INPUTS = {
     "missing file": (["dataset.path={d}/nope.csv"], "dataset not found: {d}/nope.csv"),
     "empty file": (["dataset.path={d}/empty.csv"], "is empty"),
     "header only": (["dataset.path={d}/header.csv"], "has no data rows"),
-    "missing column": (["dataset.path={d}/good.csv", "model.input_features=[{{name:height,type:number}}]"],
-                       "input feature 'height' is not a column of {d}/good.csv; available columns: size, weight"),
-    "unknown type": (["dataset.path={d}/good.csv", "model.input_features=[{{name:size,type:decimal}}]"],
-                     "unknown type 'decimal'; known input types: binary, category, number, text"),
-    "single class": (["dataset.path={d}/one_class.csv"], "output feature 'good' has a single class"),
-    "non-numeric": (["dataset.path={d}/bad_number.csv"], "number feature 'size' has non-numeric value 'twelve' at data row 5"),
-    "not a model dir": (["command=predict", "model_dir={d}", "dataset.path={d}/good.csv"],
-                        "is not a model directory"),
+    "missing column": (
+        ["dataset.path={d}/good.csv", "model.input_features=[{{name:height,type:number}}]"],
+        "input feature 'height' is not a column of {d}/good.csv; available columns: size, weight",
+    ),
+    "unknown type": (
+        ["dataset.path={d}/good.csv", "model.input_features=[{{name:size,type:decimal}}]"],
+        "unknown type 'decimal'; known input types: binary, category, number, text",
+    ),
+    "single class": (
+        ["dataset.path={d}/one_class.csv"],
+        "output feature 'good' has a single class",
+    ),
+    "non-numeric": (
+        ["dataset.path={d}/bad_number.csv"],
+        "number feature 'size' has non-numeric value 'twelve' at data row 5",
+    ),
+    "not a model dir": (
+        ["command=predict", "model_dir={d}", "dataset.path={d}/good.csv"],
+        "is not a model directory",
+    ),
 }
 
 
@@ -93,10 +134,16 @@ def test_bad_input_is_one_clear_line(tmp_path, case):
     write_bad_inputs(tmp_path)
     overrides, expected = BAD_INPUTS[case]
     run_dir, cache = tmp_path / "run", tmp_path / "cache"
-    model = ["model.input_features=[{name:size,type:number},{name:shape,type:category}]",
-             "model.output_features=[{name:good,type:binary}]"]
+    model = [
+        "model.input_features=[{name:size,type:number},{name:shape,type:category}]",
+        "model.output_features=[{name:good,type:binary}]",
+    ]
     given = [o.format(d=tmp_path) for o in overrides]
-    args = [*model, *given] if not any(o.startswith("model.input") for o in given) else [model[1], *given]
+    args = (
+        [*model, *given]
+        if not any(o.startswith("model.input") for o in given)
+        else [model[1], *given]
+    )
     result = run_cli(*args, f"hydra.run.dir={run_dir}", f"cache_dir={cache}", "trainer.epochs=2")
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]

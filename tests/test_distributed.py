@@ -19,8 +19,15 @@ TWO = ["trainer.num_workers=2", "trainer.resources_per_worker={CPU:0.5}"]
 
 
 def run(run_dir, cache_dir, *overrides):
-    cfg = compose_config(["backend=ray", f"cache_dir={cache_dir}", "trainer.progress_bar=false",
-                          "dataset.synthetic_rows=6000", *overrides])
+    cfg = compose_config(
+        [
+            "backend=ray",
+            f"cache_dir={cache_dir}",
+            "trainer.progress_bar=false",
+            "dataset.synthetic_rows=6000",
+            *overrides,
+        ]
+    )
     return run_command(cfg, run_dir)
 
 
@@ -37,16 +44,24 @@ def test_two_workers_train_and_report_all_rows(tmp_path, cache_dir, trainer):
     report = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert report["training"]["epochs_run"] == 6
     # Both ranks ran (their pid files), rank 0 alone wrote checkpoints and outputs.
-    assert sorted(p.name for p in (tmp_path / "run" / "workers").glob("rank-*.json")) == ["rank-0.json", "rank-1.json"]
+    assert sorted(p.name for p in (tmp_path / "run" / "workers").glob("rank-*.json")) == [
+        "rank-0.json",
+        "rank-1.json",
+    ]
     assert (tmp_path / "run" / "model" / "weights.pt").exists()
 
 
 @pytest.mark.parametrize("trainer", ["horovod", "ddp"])
 def test_two_workers_track_one_worker(tmp_path, cache_dir, trainer):
     """Same seed, same global batch (1 x 128 vs 2 x 64): per-epoch training loss tracks closely."""
-    common = [f"trainer={trainer}", "trainer.epochs=5", "trainer.learning_rate_scaling=none",
-              "trainer.early_stopping.patience=0", "trainer.resources_per_worker={CPU:0.5}",
-              "loader=local"]
+    common = [
+        f"trainer={trainer}",
+        "trainer.epochs=5",
+        "trainer.learning_rate_scaling=none",
+        "trainer.early_stopping.patience=0",
+        "trainer.resources_per_worker={CPU:0.5}",
+        "loader=local",
+    ]
     run(tmp_path / "one", cache_dir, *common, "trainer.num_workers=1", "trainer.batch_size=128")
     run(tmp_path / "two", cache_dir, *common, "trainer.num_workers=2", "trainer.batch_size=64")
     one = [h["train"]["loss"] for h in history(tmp_path / "one")]
@@ -79,8 +94,15 @@ def kill_a_worker_mid_run(run_dir, after_epoch=1):
 def test_a_killed_worker_is_replaced_and_the_run_finishes(tmp_path, cache_dir, trainer, caplog):
     caplog.set_level("INFO")
     run_dir = tmp_path / "run"
-    overrides = [f"trainer={trainer}", *TWO, "trainer.epochs=12", "trainer.max_retries=2",
-                 "trainer.early_stopping.patience=0", "dataset.synthetic_rows=40000", "loader=local"]
+    overrides = [
+        f"trainer={trainer}",
+        *TWO,
+        "trainer.epochs=12",
+        "trainer.max_retries=2",
+        "trainer.early_stopping.patience=0",
+        "dataset.synthetic_rows=40000",
+        "loader=local",
+    ]
     killer = threading.Thread(target=kill_a_worker_mid_run, args=(run_dir,))
     killer.start()
     metrics = run(run_dir, cache_dir, *overrides)
@@ -97,10 +119,22 @@ def test_no_retries_stops_with_a_clear_error_and_keeps_the_checkpoint(tmp_path, 
     run_dir = tmp_path / "run"
     killer = threading.Thread(target=kill_a_worker_mid_run, args=(run_dir,))
     killer.start()
-    with pytest.raises(UserError, match=r"training failed after 1 attempt\(s\) \(trainer.max_retries=0\).*"
-                                        r"resume with trainer.resume_from="):
-        run(run_dir, cache_dir, "trainer=horovod", *TWO, "trainer.epochs=40", "trainer.max_retries=0",
-            "trainer.early_stopping.patience=0", "dataset.synthetic_rows=40000", "loader=local")
+    with pytest.raises(
+        UserError,
+        match=r"training failed after 1 attempt\(s\) \(trainer.max_retries=0\).*"
+        r"resume with trainer.resume_from=",
+    ):
+        run(
+            run_dir,
+            cache_dir,
+            "trainer=horovod",
+            *TWO,
+            "trainer.epochs=40",
+            "trainer.max_retries=0",
+            "trainer.early_stopping.patience=0",
+            "dataset.synthetic_rows=40000",
+            "loader=local",
+        )
     killer.join()
     import torch
 
@@ -112,8 +146,16 @@ def test_no_retries_stops_with_a_clear_error_and_keeps_the_checkpoint(tmp_path, 
 @pytest.mark.parametrize("trainer", ["horovod", "ddp"])
 def test_more_workers_than_the_cluster_holds_is_an_error_not_a_hang(tmp_path, cache_dir, trainer):
     started = time.perf_counter()
-    with pytest.raises(UserError, match=r"trainer.num_workers=8 with 1 CPU each needs 8 CPU, but the cluster has 2"):
-        run(tmp_path / "run", cache_dir, f"trainer={trainer}", "trainer.num_workers=8", "trainer.epochs=1")
+    with pytest.raises(
+        UserError, match=r"trainer.num_workers=8 with 1 CPU each needs 8 CPU, but the cluster has 2"
+    ):
+        run(
+            tmp_path / "run",
+            cache_dir,
+            f"trainer={trainer}",
+            "trainer.num_workers=8",
+            "trainer.epochs=1",
+        )
     assert time.perf_counter() - started < 30
 
 
@@ -124,9 +166,18 @@ def test_elastic_horovod_trains_and_recovers_from_a_killed_worker(tmp_path, cach
     run_dir = tmp_path / "run"
     killer = threading.Thread(target=kill_a_worker_mid_run, args=(run_dir, 2))
     killer.start()
-    metrics = run(run_dir, cache_dir, "trainer=horovod", "trainer.min_workers=1", "trainer.max_workers=2",
-                  "trainer.resources_per_worker={CPU:0.5}", "loader=local", "trainer.epochs=8",
-                  "trainer.early_stopping.patience=0", "dataset.synthetic_rows=60000")
+    metrics = run(
+        run_dir,
+        cache_dir,
+        "trainer=horovod",
+        "trainer.min_workers=1",
+        "trainer.max_workers=2",
+        "trainer.resources_per_worker={CPU:0.5}",
+        "loader=local",
+        "trainer.epochs=8",
+        "trainer.early_stopping.patience=0",
+        "dataset.synthetic_rows=60000",
+    )
     killer.join()
     import torch
 
@@ -139,18 +190,43 @@ def test_elastic_horovod_trains_and_recovers_from_a_killed_worker(tmp_path, cach
 
 def test_elastic_needs_the_local_loader(tmp_path, cache_dir):
     with pytest.raises(UserError, match="add loader=local"):
-        run(tmp_path / "run", cache_dir, "trainer=horovod", "trainer.min_workers=1", "trainer.max_workers=2",
-            "trainer.resources_per_worker={CPU:0.5}", "loader=ray", "trainer.epochs=1")
+        run(
+            tmp_path / "run",
+            cache_dir,
+            "trainer=horovod",
+            "trainer.min_workers=1",
+            "trainer.max_workers=2",
+            "trainer.resources_per_worker={CPU:0.5}",
+            "loader=ray",
+            "trainer.epochs=1",
+        )
 
 
 def test_another_runs_checkpoint_in_a_reused_run_dir_is_not_resumed(tmp_path, cache_dir):
     """Automatic resume (for retries) continues only this run's own checkpoint."""
-    run(tmp_path / "run", cache_dir, "trainer=ddp", "trainer.num_workers=1", "trainer.epochs=2", "loader=local")
-    run(tmp_path / "run", cache_dir, "trainer=ddp", "trainer.num_workers=1", "trainer.epochs=2", "loader=local")
+    run(
+        tmp_path / "run",
+        cache_dir,
+        "trainer=ddp",
+        "trainer.num_workers=1",
+        "trainer.epochs=2",
+        "loader=local",
+    )
+    run(
+        tmp_path / "run",
+        cache_dir,
+        "trainer=ddp",
+        "trainer.num_workers=1",
+        "trainer.epochs=2",
+        "loader=local",
+    )
     report = json.loads((tmp_path / "run" / "metrics.json").read_text())["training"]
     assert report["resumed_at_epoch"] is None and report["epochs_run"] == 2
 
 
 def test_distributed_trainers_need_ray(tmp_path, cache_dir):
     with pytest.raises(UserError, match="trainer=ddp runs on Ray Train: add backend=ray"):
-        run_command(compose_config(["backend=local", "trainer=ddp", f"cache_dir={cache_dir}"]), tmp_path / "run")
+        run_command(
+            compose_config(["backend=local", "trainer=ddp", f"cache_dir={cache_dir}"]),
+            tmp_path / "run",
+        )

@@ -26,7 +26,9 @@ def two_hosts():
     """Head at 198.18.N.1 (this namespace), worker node at 198.18.N.2 (namespace `name`),
     joined by a veth pair whose ends share a name, so one interface name serves both hosts.
     198.18.0.0/15 is the range set aside for tests of network devices (RFC 2544)."""
-    tag = os.getpid() % 100000  # names and addresses of their own, should two suites share a machine
+    tag = (
+        os.getpid() % 100000
+    )  # names and addresses of their own, should two suites share a machine
     name, subnet = f"trn{tag}", f"198.18.{tag % 250 + 1}"
     head, node = f"{subnet}.1", f"{subnet}.2"
     cleanup = [("ip", "netns", "del", name), ("ip", "link", "del", name)]
@@ -46,10 +48,27 @@ def two_hosts():
     address = f"{head}:{free_port()}"
     try:
         # conftest's RAY_AUTH_MODE=disabled reaches both nodes (ip netns exec keeps the environment).
-        sh(RAY, "start", "--head", f"--node-ip-address={head}", f"--port={address.split(':')[1]}", "--num-cpus=1",
-           "--include-dashboard=false", "--disable-usage-stats", "--object-store-memory=150000000")
-        sh(*inside, RAY, "start", f"--address={address}", f"--node-ip-address={node}", "--num-cpus=1",
-           "--disable-usage-stats", "--object-store-memory=150000000")
+        sh(
+            RAY,
+            "start",
+            "--head",
+            f"--node-ip-address={head}",
+            f"--port={address.split(':')[1]}",
+            "--num-cpus=1",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            "--object-store-memory=150000000",
+        )
+        sh(
+            *inside,
+            RAY,
+            "start",
+            f"--address={address}",
+            f"--node-ip-address={node}",
+            "--num-cpus=1",
+            "--disable-usage-stats",
+            "--object-store-memory=150000000",
+        )
         deadline = time.time() + 90
         while alive_node_addresses(address) != sorted([head, node]):
             assert time.time() < deadline, "the second host's Ray node did not join"
@@ -63,8 +82,10 @@ def two_hosts():
 
 def alive_node_addresses(address: str) -> list[str]:
     """The addresses of the cluster's live nodes, as Ray (and so Horovod's host discovery) sees them."""
-    code = (f"import json, ray; ray.init(address={address!r}, logging_level='ERROR'); "
-            "print(json.dumps(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive'])))")
+    code = (
+        f"import json, ray; ray.init(address={address!r}, logging_level='ERROR'); "
+        "print(json.dumps(sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive'])))"
+    )
     done = sh(sys.executable, "-c", code, check=False)
     return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else []
 
@@ -95,25 +116,43 @@ def kill_the_worker_on_the_second_host(run_dir: Path, namespace: str, killed: li
 
 
 def test_the_second_host_is_a_host_of_its_own(two_hosts):
-    assert alive_node_addresses(two_hosts["address"]) == sorted([two_hosts["head"], two_hosts["node"]])
+    assert alive_node_addresses(two_hosts["address"]) == sorted(
+        [two_hosts["head"], two_hosts["node"]]
+    )
 
 
 def test_elastic_run_loses_a_worker_and_goes_on_with_fewer(tmp_path, two_hosts):
     run_dir, killed = tmp_path / "run", []
-    killer = threading.Thread(target=kill_the_worker_on_the_second_host,
-                              args=(run_dir, two_hosts["namespace"], killed))
+    killer = threading.Thread(
+        target=kill_the_worker_on_the_second_host, args=(run_dir, two_hosts["namespace"], killed)
+    )
     killer.start()
-    done = run_cli(f"hydra.run.dir={run_dir}", f"cache_dir={tmp_path / 'cache'}", "backend=ray",
-                   f"backend.address={two_hosts['address']}", "trainer=horovod", "trainer.min_workers=1",
-                   "trainer.max_workers=2", f"trainer.nics=[{two_hosts['namespace']}]", "loader=local",
-                   "trainer.epochs=6", "trainer.early_stopping.patience=0", "trainer.progress_bar=false",
-                   "trainer.max_retries=0", "dataset.synthetic_rows=60000", timeout=600)
+    done = run_cli(
+        f"hydra.run.dir={run_dir}",
+        f"cache_dir={tmp_path / 'cache'}",
+        "backend=ray",
+        f"backend.address={two_hosts['address']}",
+        "trainer=horovod",
+        "trainer.min_workers=1",
+        "trainer.max_workers=2",
+        f"trainer.nics=[{two_hosts['namespace']}]",
+        "loader=local",
+        "trainer.epochs=6",
+        "trainer.early_stopping.patience=0",
+        "trainer.progress_bar=false",
+        "trainer.max_retries=0",
+        "dataset.synthetic_rows=60000",
+        timeout=600,
+    )
     killer.join()
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(killed) == 1, "no training worker ran on the second host"
     import torch
 
-    sizes = [h["world_size"] for h in torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["history"]]
+    sizes = [
+        h["world_size"]
+        for h in torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["history"]
+    ]
     assert len(sizes) == 6 and sizes[0] == 2, sizes
     assert 1 in sizes[1:], sizes  # went on with the one worker left
     report = json.loads((run_dir / "metrics.json").read_text())

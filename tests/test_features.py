@@ -40,8 +40,14 @@ def test_number_zscore_fill_mean_and_partition_independence():
 
 
 def test_number_drop_row_and_minmax():
-    f = build_feature({"name": "x", "type": "number",
-                       "preprocessing": {"missing_value_strategy": "drop_row", "normalization": "minmax"}}, "input")
+    f = build_feature(
+        {
+            "name": "x",
+            "type": "number",
+            "preprocessing": {"missing_value_strategy": "drop_row", "normalization": "minmax"},
+        },
+        "input",
+    )
     stats = fit(f, [0.0, 10.0, None])
     out, keep = f.transform(pd.Series([0.0, 5.0, None]), stats, np.arange(3))
     assert keep.tolist() == [True, True, False]
@@ -64,8 +70,14 @@ def test_category_vocabulary_unknown_and_missing():
 
 
 def test_category_max_vocab_and_fill_mode():
-    f = build_feature({"name": "c", "type": "category",
-                       "preprocessing": {"max_vocab_size": 1, "missing_value_strategy": "fill_mode"}}, "input")
+    f = build_feature(
+        {
+            "name": "c",
+            "type": "category",
+            "preprocessing": {"max_vocab_size": 1, "missing_value_strategy": "fill_mode"},
+        },
+        "input",
+    )
     stats = fit(f, ["x", "x", "y"])
     out, _ = f.transform(pd.Series([None, "y"]), stats, np.arange(2))
     assert stats["vocab"] == ["x"]
@@ -86,12 +98,15 @@ def test_category_output_drops_unseen_and_needs_two_classes():
         fit(f, ["a", "a"])
 
 
-@pytest.mark.parametrize("values,positive", [
-    ([True, False, True], "True"),
-    (["yes", "no", "no"], "yes"),
-    (["cat", "dog", "cat"], "dog"),
-    ([1, 0, 1], "1"),
-])
+@pytest.mark.parametrize(
+    "values,positive",
+    [
+        ([True, False, True], "True"),
+        (["yes", "no", "no"], "yes"),
+        (["cat", "dog", "cat"], "dog"),
+        ([1, 0, 1], "1"),
+    ],
+)
 def test_binary_mapping(values, positive):
     f = build_feature({"name": "b", "type": "binary"}, "input")
     stats = fit(f, values)
@@ -109,7 +124,10 @@ def test_binary_errors():
 
 
 def test_text_hashing_is_stable_and_bounded():
-    f = build_feature({"name": "t", "type": "text", "preprocessing": {"num_buckets": 64, "max_tokens": 3}}, "input")
+    f = build_feature(
+        {"name": "t", "type": "text", "preprocessing": {"num_buckets": 64, "max_tokens": 3}},
+        "input",
+    )
     stats = fit(f, [])
     out, _ = f.transform(pd.Series(["Good day, good", None, "a b c d e"]), stats, np.arange(3))
     lists = out.tolist()
@@ -127,7 +145,9 @@ def test_unknown_type_and_option_errors():
     with pytest.raises(UserError, match="known output types: binary, category, number"):
         build_feature({"name": "x", "type": "text"}, "output")
     with pytest.raises(UserError, match="unknown preprocessing option 'normalisation'"):
-        build_feature({"name": "x", "type": "number", "preprocessing": {"normalisation": "zscore"}}, "input")
+        build_feature(
+            {"name": "x", "type": "number", "preprocessing": {"normalisation": "zscore"}}, "input"
+        )
     with pytest.raises(UserError, match="declared more than once"):
         FeatureSet([{"name": "x", "type": "number"}], [{"name": "x", "type": "binary"}])
 
@@ -146,8 +166,12 @@ def test_random_split_ratios_and_independence_from_partitioning():
     ids = np.arange(20000)
     split = {"method": "random", "ratios": [0.7, 0.2, 0.1], "seed": 3}
     whole = assign_splits(pd.DataFrame(index=ids), ids, split)
-    halves = np.concatenate([assign_splits(pd.DataFrame(index=ids[:7000]), ids[:7000], split),
-                             assign_splits(pd.DataFrame(index=ids[7000:]), ids[7000:], split)])
+    halves = np.concatenate(
+        [
+            assign_splits(pd.DataFrame(index=ids[:7000]), ids[:7000], split),
+            assign_splits(pd.DataFrame(index=ids[7000:]), ids[7000:], split),
+        ]
+    )
     assert (whole == halves).all()
     assert np.bincount(whole) / len(ids) == pytest.approx([0.7, 0.2, 0.1], abs=0.02)
     other = assign_splits(pd.DataFrame(index=ids), ids, {**split, "seed": 4})
@@ -156,9 +180,16 @@ def test_random_split_ratios_and_independence_from_partitioning():
 
 def test_column_split():
     frame = pd.DataFrame({"s": ["train", "Validation", "test", "0"]})
-    assert assign_splits(frame, np.arange(4), {"method": "column", "column": "s"}).tolist() == [0, 1, 2, 0]
+    assert assign_splits(frame, np.arange(4), {"method": "column", "column": "s"}).tolist() == [
+        0,
+        1,
+        2,
+        0,
+    ]
     with pytest.raises(UserError, match="split column 's' has value 'dev'"):
-        assign_splits(pd.DataFrame({"s": ["dev"]}), np.arange(1), {"method": "column", "column": "s"})
+        assign_splits(
+            pd.DataFrame({"s": ["dev"]}), np.arange(1), {"method": "column", "column": "s"}
+        )
 
 
 def test_metrics_agree_with_scikit_learn():
@@ -167,7 +198,9 @@ def test_metrics_agree_with_scikit_learn():
     scores = np.round(rng.normal(size=500) + y, 1)  # rounding makes ties
     assert roc_auc(y, scores) == pytest.approx(skm.roc_auc_score(y, scores))
     labels, predicted = rng.integers(0, 4, 300), rng.integers(0, 4, 300)
-    assert macro_f1(labels, predicted, 4) == pytest.approx(skm.f1_score(labels, predicted, average="macro"))
+    assert macro_f1(labels, predicted, 4) == pytest.approx(
+        skm.f1_score(labels, predicted, average="macro")
+    )
     logits = rng.normal(size=(300, 3))
     cls = rng.integers(0, 3, 300)
     m = output_metrics("category", logits, cls)

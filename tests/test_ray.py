@@ -28,7 +28,9 @@ SPLIT = {"method": "random", "ratios": [0.7, 0.15, 0.15], "seed": 42, "column": 
 
 
 def ray_run(run_dir, cache_dir, *overrides):
-    cfg = compose_config(["backend=ray", f"cache_dir={cache_dir}", "trainer.progress_bar=false", *overrides])
+    cfg = compose_config(
+        ["backend=ray", f"cache_dir={cache_dir}", "trainer.progress_bar=false", *overrides]
+    )
     return run_command(cfg, run_dir)
 
 
@@ -70,18 +72,29 @@ def model_features():
 def test_pandas_dask_modin_produce_identical_caches(tmp_path, mixed_files, name):
     if name is None:
         source = DataSource.from_config({"path": None, "synthetic_rows": 150000})
-        features = FeatureSet(list(compose_config([]).model.input_features), list(compose_config([]).model.output_features))
+        features = FeatureSet(
+            list(compose_config([]).model.input_features),
+            list(compose_config([]).model.output_features),
+        )
     else:
         source = DataSource.from_config({"path": str(mixed_files / name)})
         features = model_features()
-    engines = {"pandas": PandasProcessor(), "dask": DaskProcessor(parallelism=5, blocksize="20KB"),
-               "modin": ModinProcessor(parallelism=3), "dask-streaming": DaskProcessor(persist=False, blocksize="20KB")}
-    results = {k: preprocess(e, source, features, SPLIT, str(tmp_path / k)) for k, e in engines.items()}
+    engines = {
+        "pandas": PandasProcessor(),
+        "dask": DaskProcessor(parallelism=5, blocksize="20KB"),
+        "modin": ModinProcessor(parallelism=3),
+        "dask-streaming": DaskProcessor(persist=False, blocksize="20KB"),
+    }
+    results = {
+        k: preprocess(e, source, features, SPLIT, str(tmp_path / k)) for k, e in engines.items()
+    }
     reference = results["pandas"]
     assert reference.meta["partitions"] == 1
     assert results["dask"].meta["partitions"] > 1 and results["modin"].meta["partitions"] > 1
     for engine, result in results.items():
-        assert_close(result.meta["features"], reference.meta["features"], engine)  # vocabularies, statistics
+        assert_close(
+            result.meta["features"], reference.meta["features"], engine
+        )  # vocabularies, statistics
         assert result.meta["rows"] == reference.meta["rows"], engine
         got, want = processed(result), processed(reference)
         for split in SPLIT_NAMES:
@@ -89,14 +102,18 @@ def test_pandas_dask_modin_produce_identical_caches(tmp_path, mixed_files, name)
             for column in want[split].column_names:
                 g, w = got[split][column], want[split][column]
                 if pa.types.is_floating(w.type):
-                    np.testing.assert_allclose(g.to_numpy(), w.to_numpy(), rtol=1e-6, atol=1e-9, err_msg=column)
+                    np.testing.assert_allclose(
+                        g.to_numpy(), w.to_numpy(), rtol=1e-6, atol=1e-9, err_msg=column
+                    )
                 else:
                     assert g.to_pylist() == w.to_pylist(), (engine, split, column)
 
 
 def test_experiment_on_ray_with_dask_and_ray_data(tmp_path, cache_dir, caplog):
     caplog.set_level("INFO")
-    metrics = ray_run(tmp_path / "run", cache_dir, "trainer.epochs=12", "processor=dask", "loader=ray")
+    metrics = ray_run(
+        tmp_path / "run", cache_dir, "trainer.epochs=12", "processor=dask", "loader=ray"
+    )
     assert "ray backend: using the Ray session" in caplog.text
     assert "with dask" in caplog.text
     assert metrics["test"]["label/roc_auc"] > 0.85
@@ -107,15 +124,30 @@ def test_experiment_on_ray_with_dask_and_ray_data(tmp_path, cache_dir, caplog):
 
 @pytest.mark.parametrize("processor", ["modin", "pandas"])
 def test_other_processors_on_ray(tmp_path, cache_dir, processor, mixed_files):
-    metrics = ray_run(tmp_path / "run", cache_dir, f"processor={processor}", f"dataset.path={mixed_files / 'mixed.csv'}",
-                      *MIXED_MODEL, "trainer.epochs=8")
+    metrics = ray_run(
+        tmp_path / "run",
+        cache_dir,
+        f"processor={processor}",
+        f"dataset.path={mixed_files / 'mixed.csv'}",
+        *MIXED_MODEL,
+        "trainer.epochs=8",
+    )
     assert metrics["test"]["good/roc_auc"] > 0.8
 
 
 def test_windowed_streaming_loader(tmp_path, cache_dir):
-    metrics = ray_run(tmp_path / "run", cache_dir, "loader=ray", "loader.fully_executed=false",
-                      "loader.window_size_bytes=100000", "processor=dask", "processor.persist=false",
-                      "processor.parallelism=6", "dataset.synthetic_rows=30000", "trainer.epochs=6")
+    metrics = ray_run(
+        tmp_path / "run",
+        cache_dir,
+        "loader=ray",
+        "loader.fully_executed=false",
+        "loader.window_size_bytes=100000",
+        "processor=dask",
+        "processor.persist=false",
+        "processor.parallelism=6",
+        "dataset.synthetic_rows=30000",
+        "trainer.epochs=6",
+    )
     assert metrics["test"]["label/roc_auc"] > 0.85
 
 
@@ -137,7 +169,9 @@ def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir):
     seen = [None, None]
 
     def consume(i):  # streaming_split shards are consumed together, as by two workers
-        rows = [chunk.row_ids.numpy() for chunk in loader.eval_batches(loader.open(shards[i], layout))]
+        rows = [
+            chunk.row_ids.numpy() for chunk in loader.eval_batches(loader.open(shards[i], layout))
+        ]
         seen[i] = np.concatenate(rows) if rows else np.zeros(0, np.int64)
 
     threads = [threading.Thread(target=consume, args=(i,)) for i in range(2)]
@@ -145,7 +179,9 @@ def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir):
     [t.join(60) for t in threads]
     assert seen[0] is not None and seen[1] is not None
     # Every validation row exactly once across the two workers.
-    assert sorted(np.concatenate(seen).tolist()) == sorted(pq.read_table(split.path)["__row__"].to_pylist())
+    assert sorted(np.concatenate(seen).tolist()) == sorted(
+        pq.read_table(split.path)["__row__"].to_pylist()
+    )
 
 
 def test_s3_cache_with_inline_and_file_credentials(tmp_path, s3_server, caplog):
@@ -159,14 +195,25 @@ def test_s3_cache_with_inline_and_file_credentials(tmp_path, s3_server, caplog):
     creds_file = tmp_path / "creds.json"
     creds_file.write_text(json.dumps({"s3": s3_server}))
     caplog.clear()
-    cfg = compose_config(["backend=ray", "processor=pandas", "loader=local", f"cache_dir={cache}",
-                          f"cache_credentials={creds_file}", *FAST])
+    cfg = compose_config(
+        [
+            "backend=ray",
+            "processor=pandas",
+            "loader=local",
+            f"cache_dir={cache}",
+            f"cache_credentials={creds_file}",
+            *FAST,
+        ]
+    )
     run_command(cfg, tmp_path / "file")
     assert "preprocessing skipped: cache hit s3://runner/cache/" in caplog.text
     import s3fs
 
-    fs = s3fs.S3FileSystem(key=s3_server["aws_access_key_id"], secret=s3_server["aws_secret_access_key"],
-                           client_kwargs={"endpoint_url": s3_server["endpoint_url"]})
+    fs = s3fs.S3FileSystem(
+        key=s3_server["aws_access_key_id"],
+        secret=s3_server["aws_secret_access_key"],
+        client_kwargs={"endpoint_url": s3_server["endpoint_url"]},
+    )
     files = fs.find("runner/cache")
     assert any(f.endswith("meta.json") for f in files) and any("/train/part-" in f for f in files)
     for run in ("inline", "file"):
@@ -178,27 +225,55 @@ def test_s3_cache_with_inline_and_file_credentials(tmp_path, s3_server, caplog):
 
 def test_credentials_never_reach_hydra_outputs(tmp_path, s3_server):
     inline = "cache_credentials={" + ",".join(f"{k}:'{v}'" for k, v in s3_server.items()) + "}"
-    result = run_cli("backend=local", "processor=pandas", "loader=local", "cache_dir=s3://runner/cli",
-                     inline, *FAST, f"hydra.run.dir={tmp_path / 'run'}")
+    result = run_cli(
+        "backend=local",
+        "processor=pandas",
+        "loader=local",
+        "cache_dir=s3://runner/cli",
+        inline,
+        *FAST,
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
     assert result.returncode == 0, result.stderr
     assert "testing-secret-value" not in result.stdout + result.stderr
-    written = [p for p in (tmp_path / "run").rglob("*") if p.is_file() and p.suffix in (".yaml", ".json", ".log")]
+    written = [
+        p
+        for p in (tmp_path / "run").rglob("*")
+        if p.is_file() and p.suffix in (".yaml", ".json", ".log")
+    ]
     assert any(p.name == "overrides.yaml" for p in written)
     for path in written:
         assert "testing-secret-value" not in path.read_text(), path
 
 
-@pytest.mark.parametrize("credentials,message", [
-    ("/nonexistent/creds.json", "cache_credentials file /nonexistent/creds.json does not exist"),
-    ("BAD", "is not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "credentials,message",
+    [
+        (
+            "/nonexistent/creds.json",
+            "cache_credentials file /nonexistent/creds.json does not exist",
+        ),
+        ("BAD", "is not valid JSON"),
+    ],
+)
 def test_bad_credentials_file(tmp_path, credentials, message):
     if credentials == "BAD":
         credentials = str(tmp_path / "bad.json")
         (tmp_path / "bad.json").write_text("{key: oops")
     with pytest.raises(UserError, match=message):
-        run_command(compose_config(["backend=local", "loader=local", "processor=pandas", "cache_dir=s3://runner/x",
-                                    f"cache_credentials={credentials}", *FAST]), tmp_path / "run")
+        run_command(
+            compose_config(
+                [
+                    "backend=local",
+                    "loader=local",
+                    "processor=pandas",
+                    "cache_dir=s3://runner/x",
+                    f"cache_credentials={credentials}",
+                    *FAST,
+                ]
+            ),
+            tmp_path / "run",
+        )
 
 
 def test_unreachable_address_fails_fast():
@@ -213,8 +288,13 @@ def test_unreachable_address_from_the_cli(tmp_path):
 
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     started = time.perf_counter()
-    result = run_cli("backend=ray", f"backend.address={address}", "backend.connect_timeout_s=2",
-                     f"hydra.run.dir={tmp_path / 'run'}", env={"RAY_ADDRESS": ""})
+    result = run_cli(
+        "backend=ray",
+        f"backend.address={address}",
+        "backend.connect_timeout_s=2",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env={"RAY_ADDRESS": ""},
+    )
     assert result.returncode == 2
     assert f"error: cannot reach a Ray cluster at {address}" in result.stderr
     assert time.perf_counter() - started < 30
@@ -226,9 +306,15 @@ def test_dask_and_modin_need_ray(tmp_path):
     ray.shutdown()  # this test needs a process without Ray; the fixture's cluster is gone after it
     try:
         for processor in ("dask", "modin"):
-            with pytest.raises(UserError, match=f"processor={processor} runs on Ray; add backend=ray"):
-                run_command(compose_config(["backend=local", f"processor={processor}", f"cache_dir={tmp_path}",
-                                            *FAST]), tmp_path / "run")
+            with pytest.raises(
+                UserError, match=f"processor={processor} runs on Ray; add backend=ray"
+            ):
+                run_command(
+                    compose_config(
+                        ["backend=local", f"processor={processor}", f"cache_dir={tmp_path}", *FAST]
+                    ),
+                    tmp_path / "run",
+                )
     finally:
         ray.init(num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024 * 1024)
 
@@ -241,8 +327,14 @@ def test_auto_choices_follow_data_size_and_trainer(tmp_path, cache_dir, caplog):
     ray_run(tmp_path / "large", cache_dir, "command=preprocess", "processor.dask_min_bytes=1000")
     assert "processor=auto picked dask" in caplog.text
     caplog.clear()
-    ray_run(tmp_path / "train", cache_dir, "trainer=horovod", "trainer.num_workers=2",
-            "trainer.resources_per_worker={CPU:0.5}", *FAST)
+    ray_run(
+        tmp_path / "train",
+        cache_dir,
+        "trainer=horovod",
+        "trainer.num_workers=2",
+        "trainer.resources_per_worker={CPU:0.5}",
+        *FAST,
+    )
     assert "loader=auto picked ray: distributed training" in caplog.text
 
 
@@ -254,8 +346,15 @@ def test_auto_detection(monkeypatch):
 
 def test_empty_partitions_never_crash(tmp_path, cache_dir):
     """Tiny data in many partitions: some partitions hold no validation or test rows."""
-    metrics = ray_run(tmp_path / "run", cache_dir, "processor=dask", "processor.parallelism=40",
-                      "dataset.synthetic_rows=300", "dataset.split.ratios=[0.8,0.1,0.1]", *FAST)
+    metrics = ray_run(
+        tmp_path / "run",
+        cache_dir,
+        "processor=dask",
+        "processor.parallelism=40",
+        "dataset.synthetic_rows=300",
+        "dataset.split.ratios=[0.8,0.1,0.1]",
+        *FAST,
+    )
     entry = next(cache_dir.glob("*/meta.json"))
     meta = json.loads(entry.read_text())
     assert meta["partitions"] == 40

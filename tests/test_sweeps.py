@@ -16,20 +16,38 @@ def trial_logs(sweep_dir):
 def local_sweep(tmp_path, *overrides):
     """A small --multirun on the basic launcher; returns the finished process and the sweep dir."""
     sweep_dir = tmp_path / "sweep"
-    result = run_cli("--multirun", "backend=local", "trainer.epochs=2", "trainer.progress_bar=false",
-                     "dataset.synthetic_rows=2000", *overrides, f"cache_dir={tmp_path / 'cache'}",
-                     f"hydra.sweep.dir={sweep_dir}")
+    result = run_cli(
+        "--multirun",
+        "backend=local",
+        "trainer.epochs=2",
+        "trainer.progress_bar=false",
+        "dataset.synthetic_rows=2000",
+        *overrides,
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
     return result, sweep_dir
 
 
 def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
     sweep_dir, cache = tmp_path / "sweep", tmp_path / "cache"
     result = run_cli(
-        "--multirun", "hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=2",
-        "trainer=horovod", "trainer.num_workers=2", "trainer.resources_per_worker={CPU:0.5}",
-        "trainer.epochs=3", "trainer.progress_bar=false", "dataset.synthetic_rows=4000",
-        "trainer.learning_rate=0.001,0.003,0.01", "sweep.objective=val/roc_auc",
-        f"cache_dir={cache}", f"hydra.sweep.dir={sweep_dir}", timeout=900, env={"RAY_ADDRESS": ""})
+        "--multirun",
+        "hydra/launcher=ray",
+        "hydra.launcher.ray.init.num_cpus=2",
+        "trainer=horovod",
+        "trainer.num_workers=2",
+        "trainer.resources_per_worker={CPU:0.5}",
+        "trainer.epochs=3",
+        "trainer.progress_bar=false",
+        "dataset.synthetic_rows=4000",
+        "trainer.learning_rate=0.001,0.003,0.01",
+        "sweep.objective=val/roc_auc",
+        f"cache_dir={cache}",
+        f"hydra.sweep.dir={sweep_dir}",
+        timeout=900,
+        env={"RAY_ADDRESS": ""},
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     report = pd.read_csv(sweep_dir / "sweep_report.csv")
     assert len(report) == 3 and (report["status"] == "completed").all()
@@ -86,7 +104,9 @@ def test_optuna_search_reads_the_returned_objective(tmp_path):
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "sweep").glob("*.yaml")))
 def test_sweep_presets_compose(preset):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"+sweep={preset}"], return_hydra_config=True)
+        cfg = compose(
+            config_name="config", overrides=[f"+sweep={preset}"], return_hydra_config=True
+        )
     params = cfg.hydra.sweeper.params
     assert len(params) >= 2
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

@@ -21,8 +21,9 @@ def experiment(run_dir, cache_dir, *overrides):
 
 
 def test_every_feature_type_end_to_end(tmp_path, cache_dir, mixed_csv):
-    metrics = experiment(tmp_path / "run", cache_dir, f"dataset.path={mixed_csv}", *MIXED_MODEL,
-                         "trainer.epochs=25")
+    metrics = experiment(
+        tmp_path / "run", cache_dir, f"dataset.path={mixed_csv}", *MIXED_MODEL, "trainer.epochs=25"
+    )
     test = metrics["test"]
     assert test["good/roc_auc"] > 0.9
     assert test["grade/accuracy"] > metrics["baseline"]["grade/accuracy"] + 0.2
@@ -30,14 +31,29 @@ def test_every_feature_type_end_to_end(tmp_path, cache_dir, mixed_csv):
     assert test["value/r2"] > 0.8
     assert {"value/mse", "value/mae", "good/accuracy", "good/loss", "grade/loss"} <= set(test)
     predictions = pd.read_parquet(tmp_path / "run" / "predictions.parquet")
-    assert {"row", "good_prediction", "good_probability", "grade_prediction", "grade_probability_A",
-            "grade_probability_B", "grade_probability_C", "value_prediction", "value"} <= set(predictions.columns)
-    probs = predictions[["grade_probability_A", "grade_probability_B", "grade_probability_C"]].sum(axis=1)
+    assert {
+        "row",
+        "good_prediction",
+        "good_probability",
+        "grade_prediction",
+        "grade_probability_A",
+        "grade_probability_B",
+        "grade_probability_C",
+        "value_prediction",
+        "value",
+    } <= set(predictions.columns)
+    probs = predictions[["grade_probability_A", "grade_probability_B", "grade_probability_C"]].sum(
+        axis=1
+    )
     assert np.allclose(probs, 1.0)
     assert set(predictions["grade_prediction"]) <= {"A", "B", "C"}
     raw = pd.read_csv(mixed_csv)
     # Predictions are in raw units and matched to their raw rows.
-    err = (predictions["value_prediction"] - raw.loc[predictions["row"], "value"].to_numpy()).abs().mean()
+    err = (
+        (predictions["value_prediction"] - raw.loc[predictions["row"], "value"].to_numpy())
+        .abs()
+        .mean()
+    )
     assert err < 1.5
 
 
@@ -46,18 +62,32 @@ def test_real_multiclass_and_regression_datasets(tmp_path, cache_dir):
     wine["target"] = wine["target"].map({0: "barolo", 1: "grignolino", 2: "barbera"})
     wine.to_csv(tmp_path / "wine.csv", index=False)
     inputs = ",".join(f"{{name:{c},type:number}}" for c in wine.columns if c != "target")
-    m = experiment(tmp_path / "wine", cache_dir, f"dataset.path={tmp_path / 'wine.csv'}",
-                   f"model.input_features=[{inputs}]", "model.output_features=[{name:target,type:category}]",
-                   "trainer.epochs=40", "trainer.batch_size=32")
+    m = experiment(
+        tmp_path / "wine",
+        cache_dir,
+        f"dataset.path={tmp_path / 'wine.csv'}",
+        f"model.input_features=[{inputs}]",
+        "model.output_features=[{name:target,type:category}]",
+        "trainer.epochs=40",
+        "trainer.batch_size=32",
+    )
     assert m["test"]["target/accuracy"] > 0.85
 
     diabetes = load_diabetes(as_frame=True, scaled=False).frame
     diabetes.to_parquet(tmp_path / "diabetes.parquet")
-    inputs = ",".join(f"{{name:{c},type:number}}" for c in diabetes.columns if c not in ("target", "sex"))
-    m = experiment(tmp_path / "diabetes", cache_dir, f"dataset.path={tmp_path / 'diabetes.parquet'}",
-                   f"model.input_features=[{inputs},{{name:sex,type:category}}]",
-                   "model.output_features=[{name:target,type:number}]", "trainer.epochs=60",
-                   "trainer.batch_size=32", "trainer.early_stopping.metric=target/mse")
+    inputs = ",".join(
+        f"{{name:{c},type:number}}" for c in diabetes.columns if c not in ("target", "sex")
+    )
+    m = experiment(
+        tmp_path / "diabetes",
+        cache_dir,
+        f"dataset.path={tmp_path / 'diabetes.parquet'}",
+        f"model.input_features=[{inputs},{{name:sex,type:category}}]",
+        "model.output_features=[{name:target,type:number}]",
+        "trainer.epochs=60",
+        "trainer.batch_size=32",
+        "trainer.early_stopping.metric=target/mse",
+    )
     assert m["test"]["target/r2"] > 0.3  # the usual linear baseline on this data is ~0.45
 
 
@@ -75,11 +105,20 @@ def history(run_dir):
 
 def test_resume_continues_exactly(tmp_path, cache_dir):
     """Train 6 epochs straight, or 3 then resume to 6: the same model and metrics."""
-    common = ["trainer.early_stopping.patience=0", "model.dropout=0.1", "dataset.synthetic_rows=3000"]
+    common = [
+        "trainer.early_stopping.patience=0",
+        "model.dropout=0.1",
+        "dataset.synthetic_rows=3000",
+    ]
     straight = experiment(tmp_path / "straight", cache_dir, *common, "trainer.epochs=6")
     experiment(tmp_path / "first", cache_dir, *common, "trainer.epochs=3")
-    resumed = experiment(tmp_path / "resumed", cache_dir, *common, "trainer.epochs=6",
-                         f"trainer.resume_from={tmp_path / 'first'}")
+    resumed = experiment(
+        tmp_path / "resumed",
+        cache_dir,
+        *common,
+        "trainer.epochs=6",
+        f"trainer.resume_from={tmp_path / 'first'}",
+    )
     assert resumed == straight
     report = history(tmp_path / "resumed")["training"]
     assert report["resumed_at_epoch"] == 3 and report["epochs_run"] == 6
@@ -87,10 +126,18 @@ def test_resume_continues_exactly(tmp_path, cache_dir):
 
 def test_resume_after_a_real_kill(tmp_path, cache_dir):
     run_dir = tmp_path / "killed"
-    args = ["trainer.epochs=200", "trainer.early_stopping.patience=0", "dataset.synthetic_rows=40000",
-            "trainer.progress_bar=false", f"cache_dir={cache_dir}"]
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={run_dir}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = [
+        "trainer.epochs=200",
+        "trainer.early_stopping.patience=0",
+        "dataset.synthetic_rows=40000",
+        "trainer.progress_bar=false",
+        f"cache_dir={cache_dir}",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={run_dir}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     last = run_dir / "checkpoints" / "last.pt"
     deadline = time.time() + 120
     while time.time() < deadline and not last.exists():
@@ -103,9 +150,19 @@ def test_resume_after_a_real_kill(tmp_path, cache_dir):
 
     done = torch.load(last, weights_only=False)["epoch"]
     assert 1 <= done < 200
-    result = subprocess.run([sys.executable, str(ROOT / "run.py"), *args[:-1], "trainer.epochs=" + str(done + 2),
-                             f"cache_dir={cache_dir}", f"trainer.resume_from={run_dir}",
-                             f"hydra.run.dir={tmp_path / 'resumed'}"], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            *args[:-1],
+            "trainer.epochs=" + str(done + 2),
+            f"cache_dir={cache_dir}",
+            f"trainer.resume_from={run_dir}",
+            f"hydra.run.dir={tmp_path / 'resumed'}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert f"after epoch {done}" in result.stdout + result.stderr
     report = history(tmp_path / "resumed")["training"]
@@ -113,8 +170,14 @@ def test_resume_after_a_real_kill(tmp_path, cache_dir):
 
 
 def test_early_stopping_on_a_chosen_metric(tmp_path, cache_dir):
-    m = experiment(tmp_path / "run", cache_dir, "trainer.epochs=60", "trainer.learning_rate=0.03",
-                   "trainer.early_stopping.metric=label/roc_auc", "trainer.early_stopping.patience=2")
+    m = experiment(
+        tmp_path / "run",
+        cache_dir,
+        "trainer.epochs=60",
+        "trainer.learning_rate=0.03",
+        "trainer.early_stopping.metric=label/roc_auc",
+        "trainer.early_stopping.patience=2",
+    )
     report = history(tmp_path / "run")["training"]
     assert report["stopped_early"] and report["epochs_run"] < 60
     assert report["epochs_run"] == report["best_epoch"] + 2
@@ -132,8 +195,16 @@ def test_unknown_early_stopping_metric(tmp_path, cache_dir):
 def test_run_outputs(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
     experiment(run_dir, cache_dir, *FAST, "trainer.checkpoint_every=2")
-    for name in ("model/weights.pt", "model/meta.json", "model/config.yaml", "checkpoints/best.pt",
-                 "checkpoints/last.pt", "metrics.json", "predictions.parquet", "learning_curves.png"):
+    for name in (
+        "model/weights.pt",
+        "model/meta.json",
+        "model/config.yaml",
+        "checkpoints/best.pt",
+        "checkpoints/last.pt",
+        "metrics.json",
+        "predictions.parquet",
+        "learning_curves.png",
+    ):
         assert (run_dir / name).is_file(), name
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -159,15 +230,25 @@ def test_predict_and_evaluate_on_raw_data_without_the_cache(tmp_path, cache_dir)
     new.drop(columns=["label"]).to_csv(tmp_path / "new.csv", index=False)
     new.to_csv(tmp_path / "labelled.csv", index=False)
     model_dir = tmp_path / "train" / "model"
-    experiment(tmp_path / "predict", cache_dir, "command=predict", f"model_dir={model_dir}",
-               f"dataset.path={tmp_path / 'new.csv'}")
+    experiment(
+        tmp_path / "predict",
+        cache_dir,
+        "command=predict",
+        f"model_dir={model_dir}",
+        f"dataset.path={tmp_path / 'new.csv'}",
+    )
     predictions = pd.read_parquet(tmp_path / "predict" / "predictions.parquet")
     assert len(predictions) == 400
     assert predictions["row"].tolist() == list(range(400))
     assert set(predictions["label_prediction"]) <= {"True", "False"}
     assert predictions["label_probability"].between(0, 1).all()
-    metrics = experiment(tmp_path / "evaluate", cache_dir, "command=evaluate", f"model_dir={model_dir}",
-                         f"dataset.path={tmp_path / 'labelled.csv'}")
+    metrics = experiment(
+        tmp_path / "evaluate",
+        cache_dir,
+        "command=evaluate",
+        f"model_dir={model_dir}",
+        f"dataset.path={tmp_path / 'labelled.csv'}",
+    )
     assert metrics["evaluation"]["label/roc_auc"] > 0.85
     saved = history(tmp_path / "evaluate")
     assert saved["rows"] == 400 and saved["evaluation"] == metrics["evaluation"]

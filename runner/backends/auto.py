@@ -63,7 +63,9 @@ class ByBackend:
         return self.choose(backend_name, source, trainer)
 
 
-def processor(parallelism: int | None = None, persist: bool = True, dask_min_bytes: int = 256 * 2**20) -> ByBackend:
+def processor(
+    parallelism: int | None = None, persist: bool = True, dask_min_bytes: int = 256 * 2**20
+) -> ByBackend:
     """Dask on Ray for data of dask_min_bytes or more; pandas for smaller data, where
     spreading it over tasks costs more than it saves (and locally)."""
 
@@ -73,11 +75,17 @@ def processor(parallelism: int | None = None, persist: bool = True, dask_min_byt
             if size >= dask_min_bytes:
                 from runner.processing.dask_engine import DaskProcessor
 
-                log.info("processor=auto picked dask: %.0f MB of data (processor.dask_min_bytes=%.0f MB)",
-                         size / 2**20, dask_min_bytes / 2**20)
+                log.info(
+                    "processor=auto picked dask: %.0f MB of data (processor.dask_min_bytes=%.0f MB)",
+                    size / 2**20,
+                    dask_min_bytes / 2**20,
+                )
                 return DaskProcessor(parallelism=parallelism, persist=persist)
-            log.info("processor=auto picked pandas: %.1f MB of data is below processor.dask_min_bytes=%.0f MB",
-                     size / 2**20, dask_min_bytes / 2**20)
+            log.info(
+                "processor=auto picked pandas: %.1f MB of data is below processor.dask_min_bytes=%.0f MB",
+                size / 2**20,
+                dask_min_bytes / 2**20,
+            )
         from runner.processing.engines import PandasProcessor
 
         return PandasProcessor()
@@ -94,7 +102,10 @@ def loader(**settings) -> ByBackend:
         if backend_name == "ray" and (distributed or settings.get("window_size_bytes")):
             from runner.loading.ray_data import RayDataLoader
 
-            log.info("loader=auto picked ray: %s", "distributed training" if distributed else "windowed loading")
+            log.info(
+                "loader=auto picked ray: %s",
+                "distributed training" if distributed else "windowed loading",
+            )
             return RayDataLoader(**settings)
         from runner.loading.local import LocalLoader
 

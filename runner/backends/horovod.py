@@ -11,7 +11,13 @@ import logging
 import os
 
 log = logging.getLogger(__name__)
-HOROVODRUN_VARIABLES = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_HOSTNAME", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+HOROVODRUN_VARIABLES = (
+    "HOROVOD_RANK",
+    "HOROVOD_SIZE",
+    "HOROVOD_HOSTNAME",
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+)
 
 
 def launched_by_horovodrun() -> str | None:

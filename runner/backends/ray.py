@@ -58,8 +58,14 @@ class RayBackend:
     def main_first(self, fn):
         return fn()
 
-    def __init__(self, address: str | None = None, num_cpus: float | None = None, num_gpus: float | None = None,
-                 object_store_memory: int | None = None, connect_timeout_s: float = 5.0):
+    def __init__(
+        self,
+        address: str | None = None,
+        num_cpus: float | None = None,
+        num_gpus: float | None = None,
+        object_store_memory: int | None = None,
+        connect_timeout_s: float = 5.0,
+    ):
         self.address = address
         self.num_cpus = num_cpus
         self.num_gpus = num_gpus
@@ -76,12 +82,16 @@ class RayBackend:
         if address == "auto":
             found = running_cluster_address()
             if found is None:
-                raise UserError("backend.address=auto but no Ray cluster is running here; start one with "
-                                "`ray start --head`, or set backend.address=null to start a local one")
+                raise UserError(
+                    "backend.address=auto but no Ray cluster is running here; start one with "
+                    "`ray start --head`, or set backend.address=null to start a local one"
+                )
             return found
         if not reachable(address, self.connect_timeout_s):
-            raise UserError(f"cannot reach a Ray cluster at {address} within {self.connect_timeout_s:g}s; "
-                            "check backend.address (or RAY_ADDRESS), or set backend.address=null to start a local one")
+            raise UserError(
+                f"cannot reach a Ray cluster at {address} within {self.connect_timeout_s:g}s; "
+                "check backend.address (or RAY_ADDRESS), or set backend.address=null to start a local one"
+            )
         return address
 
     def __enter__(self):
@@ -106,13 +116,21 @@ class RayBackend:
             try:
                 ray.init(address=address, log_to_driver=True)
             except ConnectionError as exc:
-                raise UserError(f"cannot attach to the Ray cluster at {address} ({exc}); check backend.address "
-                                "(or RAY_ADDRESS) and that the cluster runs the same Ray version") from None
+                raise UserError(
+                    f"cannot attach to the Ray cluster at {address} ({exc}); check backend.address "
+                    "(or RAY_ADDRESS) and that the cluster runs the same Ray version"
+                ) from None
             log.info("ray backend: attached to the cluster at %s", address)
         else:
-            ray.init(num_cpus=self.num_cpus, num_gpus=self.num_gpus, object_store_memory=self.object_store_memory,
-                     include_dashboard=False)
-            log.info("ray backend: started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU"))
+            ray.init(
+                num_cpus=self.num_cpus,
+                num_gpus=self.num_gpus,
+                object_store_memory=self.object_store_memory,
+                include_dashboard=False,
+            )
+            log.info(
+                "ray backend: started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU")
+            )
         self._initialized_here = True
 
     @staticmethod

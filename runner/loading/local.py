@@ -21,7 +21,13 @@ class LocalShard:
 
 
 class LocalLoader:
-    def __init__(self, batch_size: int = 256, shuffle: bool = True, drop_last: bool = False, eval_batch_size: int = 4096):
+    def __init__(
+        self,
+        batch_size: int = 256,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        eval_batch_size: int = 4096,
+    ):
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
@@ -39,9 +45,13 @@ class LocalLoader:
             table = table.take(pa.array(np.arange(shard.rank, stop, shard.world_size)))
         return TensorTable.from_arrow(table, layout)
 
-    def train_batches(self, data: TensorTable, epoch: int, seed: int) -> Iterator[tuple[dict, dict]]:
+    def train_batches(
+        self, data: TensorTable, epoch: int, seed: int
+    ) -> Iterator[tuple[dict, dict]]:
         # The permutation depends on (seed, epoch) only, so a resumed run sees the same order.
-        return data.batches(self.batch_size, self.shuffle, self.drop_last, seed=seed * 100003 + epoch)
+        return data.batches(
+            self.batch_size, self.shuffle, self.drop_last, seed=seed * 100003 + epoch
+        )
 
     def eval_batches(self, data: TensorTable) -> Iterator[TensorTable]:
         return data.chunks(self.eval_batch_size)

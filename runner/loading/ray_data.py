@@ -51,9 +51,17 @@ def split_size(split: Location) -> tuple[int, float]:
 
 
 class RayDataLoader:
-    def __init__(self, batch_size: int = 256, shuffle: bool = True, drop_last: bool = False,
-                 eval_batch_size: int = 4096, fully_executed: bool = True, window_size_bytes: int | None = None,
-                 prefetch_batches: int = 2, seed: int = 0):
+    def __init__(
+        self,
+        batch_size: int = 256,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        eval_batch_size: int = 4096,
+        fully_executed: bool = True,
+        window_size_bytes: int | None = None,
+        prefetch_batches: int = 2,
+        seed: int = 0,
+    ):
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
@@ -72,8 +80,14 @@ class RayDataLoader:
 
         rows, bytes_per_row = split_size(split)
         training = equal  # training shards are the equal ones
-        shuffle_files = ray.data.FileShuffleConfig(seed=self.seed) if training and self.shuffle and self.window_size_bytes else None
-        dataset = ray.data.read_parquet(split.path, filesystem=split.arrow_filesystem(), shuffle=shuffle_files)
+        shuffle_files = (
+            ray.data.FileShuffleConfig(seed=self.seed)
+            if training and self.shuffle and self.window_size_bytes
+            else None
+        )
+        dataset = ray.data.read_parquet(
+            split.path, filesystem=split.arrow_filesystem(), shuffle=shuffle_files
+        )
         if self.fully_executed:
             dataset = dataset.materialize()
         if training and self.shuffle and self.fully_executed:
@@ -81,7 +95,10 @@ class RayDataLoader:
         if world_size == 1:
             return [RayShard(dataset, rows, bytes_per_row)]
         per_worker = rows // world_size if equal else -(-rows // world_size)
-        return [RayShard(it, per_worker, bytes_per_row) for it in dataset.streaming_split(world_size, equal=equal)]
+        return [
+            RayShard(it, per_worker, bytes_per_row)
+            for it in dataset.streaming_split(world_size, equal=equal)
+        ]
 
     def open(self, shard: RayShard, layout: Layout, equal: bool = False) -> RayShard:
         shard.layout = layout
@@ -97,16 +114,22 @@ class RayDataLoader:
         # Arrow -> tensors once per chunk of CHUNK_BATCHES batches, not once per batch. A chunk
         # is a whole number of batches, so workers with equal rows take equal numbers of steps.
         chunks = shard.source.iter_batches(
-            batch_size=self.batch_size * CHUNK_BATCHES, batch_format="pyarrow",
+            batch_size=self.batch_size * CHUNK_BATCHES,
+            batch_format="pyarrow",
             prefetch_batches=self.prefetch_batches,
             local_shuffle_buffer_size=self._buffer_rows(shard) if self.shuffle else None,
             local_shuffle_seed=(seed * 100003 + epoch) if self.shuffle else None,
         )
         for i, chunk in enumerate(chunks):
             table = TensorTable.from_arrow(chunk, shard.layout)
-            yield from table.batches(self.batch_size, self.shuffle, self.drop_last, seed=seed * 100003 + epoch * 7919 + i)
+            yield from table.batches(
+                self.batch_size, self.shuffle, self.drop_last, seed=seed * 100003 + epoch * 7919 + i
+            )
 
     def eval_batches(self, shard: RayShard) -> Iterator[TensorTable]:
-        for batch in shard.source.iter_batches(batch_size=self.eval_batch_size, batch_format="pyarrow",
-                                               prefetch_batches=self.prefetch_batches):
+        for batch in shard.source.iter_batches(
+            batch_size=self.eval_batch_size,
+            batch_format="pyarrow",
+            prefetch_batches=self.prefetch_batches,
+        ):
             yield TensorTable.from_arrow(batch, shard.layout)

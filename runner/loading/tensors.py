@@ -63,19 +63,29 @@ class TensorTable:
             for spec in layout.outputs:
                 dtype = np.int64 if spec.type == "category" else np.float32
                 targets[spec.name] = torch.from_numpy(_column(table, spec.name, dtype))
-        row_ids = torch.from_numpy(_column(table, ROW_ID, np.int64)) if ROW_ID in table.column_names else torch.arange(rows)
+        row_ids = (
+            torch.from_numpy(_column(table, ROW_ID, np.int64))
+            if ROW_ID in table.column_names
+            else torch.arange(rows)
+        )
         return cls(inputs, targets, row_ids)
 
     def __len__(self) -> int:
         return len(self.row_ids)
 
     def take(self, index: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        return ({k: v.index_select(0, index) for k, v in self.inputs.items()},
-                {k: v.index_select(0, index) for k, v in self.targets.items()})
+        return (
+            {k: v.index_select(0, index) for k, v in self.inputs.items()},
+            {k: v.index_select(0, index) for k, v in self.targets.items()},
+        )
 
-    def slice(self, start: int, stop: int) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        return ({k: v[start:stop] for k, v in self.inputs.items()},
-                {k: v[start:stop] for k, v in self.targets.items()})
+    def slice(
+        self, start: int, stop: int
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        return (
+            {k: v[start:stop] for k, v in self.inputs.items()},
+            {k: v[start:stop] for k, v in self.targets.items()},
+        )
 
     def chunks(self, size: int) -> Iterator[TensorTable]:
         """Consecutive pieces of at most `size` rows, in order (for evaluation)."""
@@ -84,8 +94,9 @@ class TensorTable:
             inputs, targets = self.slice(start, stop)
             yield TensorTable(inputs, targets, self.row_ids[start:stop])
 
-    def batches(self, batch_size: int, shuffle: bool = False, drop_last: bool = False,
-                seed: int = 0) -> Iterator[tuple[dict, dict]]:
+    def batches(
+        self, batch_size: int, shuffle: bool = False, drop_last: bool = False, seed: int = 0
+    ) -> Iterator[tuple[dict, dict]]:
         n = len(self)
         stop = n - n % batch_size if drop_last else n
         if not shuffle:
@@ -94,4 +105,4 @@ class TensorTable:
             return
         order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
         for start in range(0, stop, batch_size):
-            yield self.take(order[start:min(start + batch_size, stop)])
+            yield self.take(order[start : min(start + batch_size, stop)])

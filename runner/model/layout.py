@@ -44,7 +44,9 @@ class Layout:
             if info["type"] == "binary":
                 outputs.append(OutputSpec(name, "binary", 1, stats["labels"]))
             elif info["type"] == "category":
-                outputs.append(OutputSpec(name, "category", len(stats["vocab"]), list(stats["vocab"])))
+                outputs.append(
+                    OutputSpec(name, "category", len(stats["vocab"]), list(stats["vocab"]))
+                )
             else:
                 outputs.append(OutputSpec(name, "number", 1))
         return cls(numeric, categories, texts, outputs)
@@ -55,4 +57,3 @@ def _feature_embedding(model_cfg: dict, name: str) -> int | None:
         if feature["name"] == name:
             return feature.get("embedding_size")
     return None
-

@@ -29,12 +29,22 @@ class TextEncoder(nn.Module):
 
 
 class TabularModel(nn.Module):
-    def __init__(self, layout: Layout, hidden_size: int = 64, num_layers: int = 2, dropout: float = 0.0):
+    def __init__(
+        self, layout: Layout, hidden_size: int = 64, num_layers: int = 2, dropout: float = 0.0
+    ):
         super().__init__()
         self.layout = layout
-        self.embeddings = nn.ModuleList(nn.Embedding(size, dim) for _, size, dim in layout.categories)
-        self.texts = nn.ModuleDict({name: TextEncoder(buckets, dim) for name, buckets, dim in layout.texts})
-        width = len(layout.numeric) + sum(d for *_, d in layout.categories) + sum(d for *_, d in layout.texts)
+        self.embeddings = nn.ModuleList(
+            nn.Embedding(size, dim) for _, size, dim in layout.categories
+        )
+        self.texts = nn.ModuleDict(
+            {name: TextEncoder(buckets, dim) for name, buckets, dim in layout.texts}
+        )
+        width = (
+            len(layout.numeric)
+            + sum(d for *_, d in layout.categories)
+            + sum(d for *_, d in layout.texts)
+        )
         layers: list[nn.Module] = []
         for _ in range(num_layers):
             layers += [nn.Linear(width, hidden_size), nn.ReLU()]
@@ -42,7 +52,9 @@ class TabularModel(nn.Module):
                 layers.append(nn.Dropout(dropout))
             width = hidden_size
         self.mlp = nn.Sequential(*layers)
-        self.heads = nn.ModuleDict({spec.name: nn.Linear(width, spec.size) for spec in layout.outputs})
+        self.heads = nn.ModuleDict(
+            {spec.name: nn.Linear(width, spec.size) for spec in layout.outputs}
+        )
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         parts = []

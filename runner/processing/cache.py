@@ -35,7 +35,12 @@ META_FILE = "meta.json"
 
 
 def cache_key(fingerprint: dict, features: list[dict], split: dict) -> str:
-    payload = {"version": PREPROCESSING_VERSION, "data": fingerprint, "features": features, "split": split}
+    payload = {
+        "version": PREPROCESSING_VERSION,
+        "data": fingerprint,
+        "features": features,
+        "split": split,
+    }
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:20]
 
@@ -56,7 +61,9 @@ class PreprocessingCache:
                 meta = json.loads(handle.read())
         except (FileNotFoundError, json.JSONDecodeError):
             return None
-        if meta.get("version") != PREPROCESSING_VERSION or not entry.fs.exists(f"{entry.path}/{meta['data']}"):
+        if meta.get("version") != PREPROCESSING_VERSION or not entry.fs.exists(
+            f"{entry.path}/{meta['data']}"
+        ):
             return None
         return meta
 

@@ -26,7 +26,9 @@ log = logging.getLogger(__name__)
 class DaskProcessor:
     name = "dask"
 
-    def __init__(self, parallelism: int | None = None, persist: bool = True, blocksize: str = "64MB"):
+    def __init__(
+        self, parallelism: int | None = None, persist: bool = True, blocksize: str = "64MB"
+    ):
         self.parallelism = parallelism
         self.persist = persist
         self.blocksize = blocksize
@@ -47,17 +49,26 @@ class DaskProcessor:
             if source.is_synthetic:
                 sizes = chunk_sizes(source.synthetic_rows)
                 make = functools.partial(synthetic_chunk, seed=source.synthetic_seed)
-                frame = dd.from_map(make, range(len(sizes)), sizes, meta=synthetic_chunk(0, 1).iloc[:0])
+                frame = dd.from_map(
+                    make, range(len(sizes)), sizes, meta=synthetic_chunk(0, 1).iloc[:0]
+                )
             else:
                 fs, files = source.files()
                 urls = [fs.unstrip_protocol(f) for f in files]
                 if source.format == "csv":
                     if not csv_header(fs, files[0]):
-                        raise UserError(f"dataset {source.path} is empty; give it a header row and data rows")
+                        raise UserError(
+                            f"dataset {source.path} is empty; give it a header row and data rows"
+                        )
                     compressed = any(f.endswith((".gz", ".bz2", ".zip", ".xz")) for f in files)
-                    frame = dd.read_csv(urls, dtype=object, keep_default_na=False, na_values=CSV_NULLS,
-                                        blocksize=None if compressed else self.blocksize,
-                                        storage_options=source.storage_options or None)
+                    frame = dd.read_csv(
+                        urls,
+                        dtype=object,
+                        keep_default_na=False,
+                        na_values=CSV_NULLS,
+                        blocksize=None if compressed else self.blocksize,
+                        storage_options=source.storage_options or None,
+                    )
                 else:
                     frame = dd.read_parquet(urls, storage_options=source.storage_options or None)
             if self.parallelism:
@@ -86,10 +97,15 @@ class DaskProcessor:
     def map_collect(self, frame, fn: PartitionFn) -> list:
         parts, offsets, dask = self._partitions(frame)
         with self._settings():
-            return list(dask.compute(*[dask.delayed(fn)(p, o) for p, o in zip(parts, offsets, strict=True)]))
+            return list(
+                dask.compute(*[dask.delayed(fn)(p, o) for p, o in zip(parts, offsets, strict=True)])
+            )
 
     def map_write(self, frame, fn: PartitionFn, out: Location) -> dict:
         parts, offsets, dask = self._partitions(frame)
-        tasks = [dask.delayed(process_partition)(p, o, i, fn, out) for i, (p, o) in enumerate(zip(parts, offsets, strict=True))]
+        tasks = [
+            dask.delayed(process_partition)(p, o, i, fn, out)
+            for i, (p, o) in enumerate(zip(parts, offsets, strict=True))
+        ]
         with self._settings():
             return merge_reports(list(dask.compute(*tasks)))

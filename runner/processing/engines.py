@@ -42,8 +42,11 @@ def _read_csv(fs, path: str, names: list[str], numbers: set[str]) -> pa.Table:
     """Number-feature columns parsed as float64 by pyarrow's C parser; everything else as
     strings. A value that does not parse sends the file down the all-strings path, where
     the number feature names the bad value and its row."""
+
     def read(types: dict) -> pa.Table:
-        convert = pacsv.ConvertOptions(column_types=types, null_values=CSV_NULLS, strings_can_be_null=True)
+        convert = pacsv.ConvertOptions(
+            column_types=types, null_values=CSV_NULLS, strings_can_be_null=True
+        )
         with fs.open(path, "rb", compression="infer") as handle:
             return pacsv.read_csv(handle, convert_options=convert)
 
@@ -72,8 +75,12 @@ def read_arrow(source: DataSource, numbers: set[str] = frozenset()) -> pa.Table:
                 tables.append(pq.read_table(path, filesystem=fs))
         except pa.ArrowInvalid as exc:
             if "Empty CSV file" in str(exc):
-                raise UserError(f"dataset {source.path} is empty; give it a header row and data rows") from None
-            raise UserError(f"cannot read {path} as {source.format}: {str(exc).splitlines()[0]}") from None
+                raise UserError(
+                    f"dataset {source.path} is empty; give it a header row and data rows"
+                ) from None
+            raise UserError(
+                f"cannot read {path} as {source.format}: {str(exc).splitlines()[0]}"
+            ) from None
     table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
     if table.num_rows == 0:
         raise UserError(f"dataset {source.path} has no data rows; add rows below the header")
@@ -95,7 +102,9 @@ def require_ray(processor: str):
     try:
         return ensure_ray(f"processor={processor}")
     except UserError:
-        raise UserError(f"processor={processor} runs on Ray; add backend=ray (or use processor=pandas for a local run)") from None
+        raise UserError(
+            f"processor={processor} runs on Ray; add backend=ray (or use processor=pandas for a local run)"
+        ) from None
 
 
 def current_node() -> str:
@@ -108,7 +117,9 @@ def current_node() -> str:
     return "local"
 
 
-def process_partition(part: pd.DataFrame, offset: int, index: int, fn: PartitionFn, out: Location) -> dict:
+def process_partition(
+    part: pd.DataFrame, offset: int, index: int, fn: PartitionFn, out: Location
+) -> dict:
     """Transform and write one partition where it lives; report rows per split and the node."""
     return {"rows": write_splits(fn(part, offset), out, index), "node": current_node()}
 

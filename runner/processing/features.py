@@ -38,13 +38,20 @@ def as_strings(series: pd.Series) -> pd.Series:
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
         missing = np.isnan(values)
         whole = np.isfinite(values) & (values == np.floor(values))
-        out = np.where(whole, np.where(missing, 0, values).astype(np.int64).astype(str), values.astype(str))
+        out = np.where(
+            whole, np.where(missing, 0, values).astype(np.int64).astype(str), values.astype(str)
+        )
         return pd.Series(np.where(missing, None, out), index=series.index, dtype=object)
     if pd.api.types.is_integer_dtype(series):
         return series.astype(str).astype(object).where(series.notna(), None)
-    if pd.api.types.is_string_dtype(series) and pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty"):
+    if pd.api.types.is_string_dtype(series) and pd.api.types.infer_dtype(series, skipna=True) in (
+        "string",
+        "empty",
+    ):
         return series.astype(object).where(series.notna(), None)
-    return series.map(lambda v: None if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)).astype(object)
+    return series.map(
+        lambda v: None if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
+    ).astype(object)
 
 
 class Feature:
@@ -82,7 +89,12 @@ class Feature:
 
     def describe(self) -> dict:
         """What identifies this feature's processed data (part of the cache key)."""
-        return {"name": self.name, "type": self.type_name, "role": self.role, "preprocessing": self.options}
+        return {
+            "name": self.name,
+            "type": self.type_name,
+            "role": self.role,
+            "preprocessing": self.options,
+        }
 
     def partial_stats(self, series: pd.Series, row_ids: np.ndarray) -> dict:
         raise NotImplementedError
@@ -90,7 +102,9 @@ class Feature:
     def combine(self, partials: list[dict]) -> dict:
         raise NotImplementedError
 
-    def transform(self, series: pd.Series, stats: dict, row_ids: np.ndarray) -> tuple[Any, np.ndarray]:
+    def transform(
+        self, series: pd.Series, stats: dict, row_ids: np.ndarray
+    ) -> tuple[Any, np.ndarray]:
         """(processed values, mask of rows to keep)."""
         raise NotImplementedError
 
@@ -138,7 +152,9 @@ class NumberFeature(Feature):
     def combine(self, partials):
         count = sum(p["count"] for p in partials)
         if count == 0:
-            raise UserError(f"number feature '{self.name}' has no values in the training split; check the column")
+            raise UserError(
+                f"number feature '{self.name}' has no values in the training split; check the column"
+            )
         mean = sum(p["sum"] for p in partials) / count
         var = max(sum(p["sum_sq"] for p in partials) / count - mean * mean, 0.0)
         return {
@@ -150,7 +166,9 @@ class NumberFeature(Feature):
 
     def fill_value(self, stats: dict) -> float:
         strategy = self.options["missing_value_strategy"]
-        return {"fill_mean": stats["mean"], "fill_zero": 0.0}.get(strategy, float(self.options["fill_value"]))
+        return {"fill_mean": stats["mean"], "fill_zero": 0.0}.get(
+            strategy, float(self.options["fill_value"])
+        )
 
     def normalize(self, v: np.ndarray, stats: dict) -> np.ndarray:
         mode = self.options["normalization"]
@@ -178,7 +196,12 @@ class NumberFeature(Feature):
 
 class CategoryFeature(Feature):
     type_name = "category"
-    defaults = {"missing_value_strategy": "unknown", "fill_value": "", "max_vocab_size": 10000, "min_count": 1}
+    defaults = {
+        "missing_value_strategy": "unknown",
+        "fill_value": "",
+        "max_vocab_size": 10000,
+        "min_count": 1,
+    }
     missing_strategies = ("unknown", "fill_mode", "fill_value", "drop_row")
 
     def partial_stats(self, series, row_ids):
@@ -190,14 +213,18 @@ class CategoryFeature(Feature):
         for p in partials:
             counts.update(p["counts"])
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        kept = [k for k, c in ranked if c >= self.options["min_count"]][: self.options["max_vocab_size"]]
+        kept = [k for k, c in ranked if c >= self.options["min_count"]][
+            : self.options["max_vocab_size"]
+        ]
         if self.role == "output" and len(kept) < 2:
             raise UserError(
                 f"output feature '{self.name}' has {len(kept)} class(es) in the training split "
                 f"({', '.join(kept) or 'none'}); a category target needs at least two"
             )
         if not kept:
-            raise UserError(f"category feature '{self.name}' has no values in the training split; check the column")
+            raise UserError(
+                f"category feature '{self.name}' has no values in the training split; check the column"
+            )
         return {"vocab": kept, "mode": kept[0]}
 
     def vocabulary(self, stats: dict) -> list[str]:
@@ -254,25 +281,38 @@ class BinaryFeature(Feature):
                 f"binary feature '{self.name}' has more than two values ({', '.join(values[:10])}); "
                 "declare it as type category"
             )
-        if self.role == "output" and (not positive or not negative or sum(counts[v] for v in positive) == 0):
+        if self.role == "output" and (
+            not positive or not negative or sum(counts[v] for v in positive) == 0
+        ):
             raise UserError(
                 f"output feature '{self.name}' has a single class ({', '.join(values) or 'none'}) in the "
                 "training split; a binary target needs both classes"
             )
         if not values:
-            raise UserError(f"binary feature '{self.name}' has no values in the training split; check the column")
+            raise UserError(
+                f"binary feature '{self.name}' has no values in the training split; check the column"
+            )
         positives = sum(counts[v] for v in positive)
         negatives = sum(counts[v] for v in negative)
         labels = [negative[0] if negative else "False", positive[0] if positive else "True"]
-        return {"positive": positive, "negative": negative, "labels": labels,
-                "mode": int(positives > negatives), "positive_rate": positives / max(positives + negatives, 1)}
+        return {
+            "positive": positive,
+            "negative": negative,
+            "labels": labels,
+            "mode": int(positives > negatives),
+            "positive_rate": positives / max(positives + negatives, 1),
+        }
 
     def transform(self, series, stats, row_ids):
         values = as_strings(series)
         is_pos = values.isin(stats["positive"]).to_numpy()
         is_neg = values.isin(stats["negative"]).to_numpy()
         missing = ~(is_pos | is_neg)  # missing, or a value never seen in training
-        fill = stats["mode"] if self.options["missing_value_strategy"] == "fill_mode" else int(bool(self.options["fill_value"]))
+        fill = (
+            stats["mode"]
+            if self.options["missing_value_strategy"] == "fill_mode"
+            else int(bool(self.options["fill_value"]))
+        )
         out = np.where(missing, fill, is_pos).astype(np.float32)
         keep = ~missing if self.drops_missing else np.ones(len(out), dtype=bool)
         return out, keep
@@ -289,7 +329,10 @@ class TextFeature(Feature):
         return {}
 
     def combine(self, partials):
-        return {"num_buckets": int(self.options["num_buckets"]), "max_tokens": int(self.options["max_tokens"])}
+        return {
+            "num_buckets": int(self.options["num_buckets"]),
+            "max_tokens": int(self.options["max_tokens"]),
+        }
 
     def transform(self, series, stats, row_ids):
         text = series.fillna("").astype(str)
@@ -297,15 +340,22 @@ class TextFeature(Feature):
             text = text.str.lower()
         token_lists = text.str.findall(r"\w+").tolist()
         limit = stats["max_tokens"]
-        lengths = np.fromiter((min(len(t), limit) for t in token_lists), dtype=np.int32, count=len(token_lists))
+        lengths = np.fromiter(
+            (min(len(t), limit) for t in token_lists), dtype=np.int32, count=len(token_lists)
+        )
         flat = [tok for tokens in token_lists for tok in tokens[:limit]]
         codes, uniques = pd.factorize(pd.Series(flat, dtype=object))
         # Bucket 0 is padding, so hashed ids are 1..num_buckets-1.
-        bucket_of = np.array([zlib.crc32(u.encode()) % (stats["num_buckets"] - 1) + 1 for u in uniques], dtype=np.int32)
+        bucket_of = np.array(
+            [zlib.crc32(u.encode()) % (stats["num_buckets"] - 1) + 1 for u in uniques],
+            dtype=np.int32,
+        )
         values = bucket_of[codes] if len(flat) else np.zeros(0, dtype=np.int32)
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
         array = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, type=pa.int32()))
-        return pd.Series(array, dtype=pd.ArrowDtype(array.type), index=series.index), np.ones(len(lengths), dtype=bool)
+        return pd.Series(array, dtype=pd.ArrowDtype(array.type), index=series.index), np.ones(
+            len(lengths), dtype=bool
+        )
 
 
 FEATURE_TYPES: dict[str, type[Feature]] = {
@@ -321,7 +371,9 @@ def build_feature(cfg: dict, role: str) -> Feature:
     cls = FEATURE_TYPES.get(kind)
     allowed = sorted(t for t, c in FEATURE_TYPES.items() if role == "input" or c.output_allowed)
     if cls is None or kind not in allowed:
-        raise UserError(f"{role} feature '{name}' has unknown type '{kind}'; known {role} types: {', '.join(allowed)}")
+        raise UserError(
+            f"{role} feature '{name}' has unknown type '{kind}'; known {role} types: {', '.join(allowed)}"
+        )
     return cls(cfg, role)
 
 
@@ -338,16 +390,22 @@ class FeatureSet:
         names = [f.name for f in self.all]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise UserError(f"feature '{duplicates[0]}' is declared more than once; each column may be used once")
+            raise UserError(
+                f"feature '{duplicates[0]}' is declared more than once; each column may be used once"
+            )
 
     @classmethod
     def from_meta(cls, meta: dict) -> FeatureSet:
         """The features a cache entry or saved model was built with."""
+
         def described(name: str) -> dict:
             info = meta["features"][name]
             return {"name": name, "type": info["type"], "preprocessing": info["preprocessing"]}
 
-        return cls([described(n) for n in meta["input_features"]], [described(n) for n in meta["output_features"]])
+        return cls(
+            [described(n) for n in meta["input_features"]],
+            [described(n) for n in meta["output_features"]],
+        )
 
     @property
     def all(self) -> list[Feature]:

@@ -48,9 +48,19 @@ class ModinProcessor:
         options = source.storage_options or None
         if source.format == "csv":
             if not csv_header(fs, files[0]):
-                raise UserError(f"dataset {source.path} is empty; give it a header row and data rows")
-            frames = [mpd.read_csv(u, dtype=object, keep_default_na=False, na_values=CSV_NULLS, storage_options=options)
-                      for u in urls]
+                raise UserError(
+                    f"dataset {source.path} is empty; give it a header row and data rows"
+                )
+            frames = [
+                mpd.read_csv(
+                    u,
+                    dtype=object,
+                    keep_default_na=False,
+                    na_values=CSV_NULLS,
+                    storage_options=options,
+                )
+                for u in urls
+            ]
         else:
             frames = [mpd.read_parquet(u, storage_options=options) for u in urls]
         return frames[0] if len(frames) == 1 else mpd.concat(frames, ignore_index=True)
@@ -79,7 +89,12 @@ class ModinProcessor:
         import ray
 
         refs, offsets = self._partitions(frame)
-        reports = ray.get([_task(_write).remote(r, o, i, fn, out) for i, (r, o) in enumerate(zip(refs, offsets, strict=True))])
+        reports = ray.get(
+            [
+                _task(_write).remote(r, o, i, fn, out)
+                for i, (r, o) in enumerate(zip(refs, offsets, strict=True))
+            ]
+        )
         return merge_reports(reports)
 
 

@@ -40,7 +40,9 @@ class Preprocessed:
         return self.entry.join(split)
 
 
-def check_columns(available: list[str], features: list, source: DataSource, extra: list[str] = ()) -> None:
+def check_columns(
+    available: list[str], features: list, source: DataSource, extra: list[str] = ()
+) -> None:
     for feature in features:
         if feature.name not in available:
             raise UserError(
@@ -55,8 +57,14 @@ def check_columns(available: list[str], features: list, source: DataSource, extr
             )
 
 
-def preprocess(processor, source: DataSource, features: FeatureSet, split: dict, cache_dir: str,
-               cache_options: dict | None = None) -> Preprocessed:
+def preprocess(
+    processor,
+    source: DataSource,
+    features: FeatureSet,
+    split: dict,
+    cache_dir: str,
+    cache_options: dict | None = None,
+) -> Preprocessed:
     """The cache entry for this data and config, built only when missing."""
     validate_split(split)
     started = time.perf_counter()
@@ -67,7 +75,12 @@ def preprocess(processor, source: DataSource, features: FeatureSet, split: dict,
         with cache.lock(key):
             meta = cache.lookup(key)  # another run may have built it while we waited
             if meta is None:
-                log.info("preprocessing %s with %s (cache miss, key %s)", source.label, processor.name, key)
+                log.info(
+                    "preprocessing %s with %s (cache miss, key %s)",
+                    source.label,
+                    processor.name,
+                    key,
+                )
                 with cache.staging(key) as (data, publish):
                     meta = _build(processor, source, features, split, data, key)
                     publish(meta)
@@ -76,7 +89,12 @@ def preprocess(processor, source: DataSource, features: FeatureSet, split: dict,
                 log.info("preprocessed in %.2fs: %s", seconds, _rows_line(meta))
                 return Preprocessed(cache.splits(key, meta), meta, False, seconds)
     seconds = time.perf_counter() - started
-    log.info("preprocessing skipped: cache hit %s (%s; %.3fs)", cache.entry(key).url, _rows_line(meta), seconds)
+    log.info(
+        "preprocessing skipped: cache hit %s (%s; %.3fs)",
+        cache.entry(key).url,
+        _rows_line(meta),
+        seconds,
+    )
     return Preprocessed(cache.splits(key, meta), meta, True, seconds)
 
 
@@ -89,11 +107,15 @@ def _number_columns(features) -> set[str]:
     return {f.name for f in features if f.type_name == "number"}
 
 
-def _build(processor, source, features: FeatureSet, split: dict, staging: Location, key: str) -> dict:
+def _build(
+    processor, source, features: FeatureSet, split: dict, staging: Location, key: str
+) -> dict:
     frame = processor.read(source, _number_columns(features.all))
     split_columns = [split["column"]] if split["method"] == "column" else []
     check_columns(processor.column_names(frame), features.all, source, split_columns)
-    frame = processor.select(frame, features.columns + [c for c in split_columns if c not in features.columns])
+    frame = processor.select(
+        frame, features.columns + [c for c in split_columns if c not in features.columns]
+    )
 
     def row_ids(part: pd.DataFrame, offset: int) -> np.ndarray:
         return np.arange(offset, offset + len(part), dtype=np.int64)
@@ -109,12 +131,17 @@ def _build(processor, source, features: FeatureSet, split: dict, staging: Locati
         ids = row_ids(part, offset)
         codes = assign_splits(part, ids, split)
         processed, keep = transform_frame(part, ids, features.all, stats)
-        return {name: processed[keep & (codes == i)].reset_index(drop=True) for i, name in enumerate(SPLIT_NAMES)}
+        return {
+            name: processed[keep & (codes == i)].reset_index(drop=True)
+            for i, name in enumerate(SPLIT_NAMES)
+        }
 
     report = processor.map_write(frame, transform, staging)
     rows = report["rows"]
     if rows.get("train", 0) == 0:
-        raise UserError(f"the training split of {source.label} is empty after preprocessing; check dataset.split")
+        raise UserError(
+            f"the training split of {source.label} is empty after preprocessing; check dataset.split"
+        )
     meta = {
         "version": PREPROCESSING_VERSION,
         "key": key,
@@ -132,7 +159,9 @@ def _build(processor, source, features: FeatureSet, split: dict, staging: Locati
     return meta
 
 
-def transform_raw(processor, source: DataSource, features: FeatureSet, stats: dict, with_outputs: bool) -> pd.DataFrame:
+def transform_raw(
+    processor, source: DataSource, features: FeatureSet, stats: dict, with_outputs: bool
+) -> pd.DataFrame:
     """Raw data processed with saved statistics (predict / evaluate on new data), in memory.
     Keeps the raw row number in ROW_ID so predictions can be matched to their rows."""
     chosen = features.all if with_outputs else features.inputs
@@ -140,7 +169,9 @@ def transform_raw(processor, source: DataSource, features: FeatureSet, stats: di
     check_columns(processor.column_names(frame), chosen, source)
 
     def transform(part: pd.DataFrame, offset: int) -> pd.DataFrame:
-        processed, keep = transform_frame(part, np.arange(offset, offset + len(part), dtype=np.int64), chosen, stats)
+        processed, keep = transform_frame(
+            part, np.arange(offset, offset + len(part), dtype=np.int64), chosen, stats
+        )
         return processed[keep].reset_index(drop=True)
 
     parts = processor.map_collect(processor.select(frame, [f.name for f in chosen]), transform)

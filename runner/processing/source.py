@@ -37,7 +37,9 @@ class DataSource:
         if source.path is not None:
             source.format = source.format or infer_format(source.path)
             if source.format not in FORMATS:
-                raise UserError(f"dataset.format={source.format} is not supported; use csv or parquet")
+                raise UserError(
+                    f"dataset.format={source.format} is not supported; use csv or parquet"
+                )
         return source
 
     @property
@@ -55,12 +57,20 @@ class DataSource:
         """The filesystem and the data files (one file, or the files of a dataset directory)."""
         fs, path = self.filesystem()
         if not fs.exists(path):
-            raise UserError(f"dataset not found: {self.path}; set dataset.path to an existing CSV or Parquet file")
+            raise UserError(
+                f"dataset not found: {self.path}; set dataset.path to an existing CSV or Parquet file"
+            )
         if fs.isdir(path):
             suffix = "." + self.format
-            files = sorted(p for p in fs.find(path) if p.endswith(suffix) or self.format == "parquet" and p.endswith(".parq"))
+            files = sorted(
+                p
+                for p in fs.find(path)
+                if p.endswith(suffix) or self.format == "parquet" and p.endswith(".parq")
+            )
             if not files:
-                raise UserError(f"dataset directory {self.path} holds no .{self.format} files; point dataset.path at a file")
+                raise UserError(
+                    f"dataset directory {self.path} holds no .{self.format} files; point dataset.path at a file"
+                )
             return fs, files
         return fs, [path]
 
@@ -74,7 +84,13 @@ class DataSource:
     def fingerprint(self) -> dict:
         """What identifies the raw data: path, size, modification time, content hash where cheap."""
         if self.is_synthetic:
-            return {"synthetic": {"rows": self.synthetic_rows, "seed": self.synthetic_seed, "version": SYNTHETIC_VERSION}}
+            return {
+                "synthetic": {
+                    "rows": self.synthetic_rows,
+                    "seed": self.synthetic_seed,
+                    "version": SYNTHETIC_VERSION,
+                }
+            }
         fs, files = self.files()
         entries = []
         for path in files:
@@ -84,7 +100,10 @@ class DataSource:
             entry["mtime"] = str(mtime) if mtime is not None else None
             if info.get("ETag"):
                 entry["etag"] = str(info["ETag"])
-            if (info.get("size") or 0) <= CONTENT_HASH_LIMIT and fs.protocol in ("file", ("file", "local")):
+            if (info.get("size") or 0) <= CONTENT_HASH_LIMIT and fs.protocol in (
+                "file",
+                ("file", "local"),
+            ):
                 entry["blake2b"] = _memoized_content_hash(fs, path)
             entries.append(entry)
         return {"format": self.format, "files": entries}
@@ -99,10 +118,16 @@ def infer_format(path: str) -> str:
         return "parquet"
     if "." not in os.path.basename(name):
         return "parquet"  # a directory of Parquet files, as Spark and Dask write them
-    raise UserError(f"cannot tell the format of {path}; set dataset.format=csv or dataset.format=parquet")
+    raise UserError(
+        f"cannot tell the format of {path}; set dataset.format=csv or dataset.format=parquet"
+    )
 
 
-HASH_MEMO = os.path.join(os.path.expanduser(os.environ.get("XDG_CACHE_HOME", "~/.cache")), "tabular-runner", "file-hashes")
+HASH_MEMO = os.path.join(
+    os.path.expanduser(os.environ.get("XDG_CACHE_HOME", "~/.cache")),
+    "tabular-runner",
+    "file-hashes",
+)
 
 
 def _memoized_content_hash(fs, path: str) -> str:

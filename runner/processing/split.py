@@ -12,9 +12,15 @@ from runner.errors import UserError
 
 SPLIT_NAMES = ("train", "validation", "test")
 _COLUMN_VALUES = {
-    "train": 0, "training": 0, "0": 0,
-    "validation": 1, "val": 1, "valid": 1, "1": 1,
-    "test": 2, "2": 2,
+    "train": 0,
+    "training": 0,
+    "0": 0,
+    "validation": 1,
+    "val": 1,
+    "valid": 1,
+    "1": 1,
+    "test": 2,
+    "2": 2,
 }
 
 
@@ -38,10 +44,14 @@ def validate_split(split: dict) -> None:
                 "(train, validation, test) that sum to 1, e.g. [0.7,0.15,0.15]"
             )
         if ratios[0] == 0:
-            raise UserError("dataset.split.ratios gives the training split no rows; make its first ratio > 0")
+            raise UserError(
+                "dataset.split.ratios gives the training split no rows; make its first ratio > 0"
+            )
     elif method == "column":
         if not split.get("column"):
-            raise UserError("dataset.split.method=column needs dataset.split.column=<name of the split column>")
+            raise UserError(
+                "dataset.split.method=column needs dataset.split.column=<name of the split column>"
+            )
     else:
         raise UserError(f"unknown dataset.split.method '{method}'; use 'random' or 'column'")
 

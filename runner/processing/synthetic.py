@@ -22,7 +22,9 @@ def _effects(seed: int):
     return effects.normal(scale=1.0, size=len(COLORS)), effects.normal(scale=0.8, size=len(CITIES))
 
 
-def _logit(x: np.ndarray, color: np.ndarray, city: np.ndarray, flag: np.ndarray, seed: int) -> np.ndarray:
+def _logit(
+    x: np.ndarray, color: np.ndarray, city: np.ndarray, flag: np.ndarray, seed: int
+) -> np.ndarray:
     color_effect, city_effect = _effects(seed)
     return (
         2.0 * np.sin(2.0 * x[:, 0])
@@ -58,8 +60,16 @@ def synthetic_chunk(index: int, rows: int, seed: int = 0) -> pd.DataFrame:
     x4[rng.random(rows) < 0.05] = np.nan  # some missing values to exercise fill strategies
     start = index * CHUNK_ROWS
     return pd.DataFrame(
-        {"x1": x[:, 0], "x2": x[:, 1], "x3": x[:, 2], "x4": x4, "color": COLORS[color],
-         "city": CITIES[city], "flag": flag, "label": label},
+        {
+            "x1": x[:, 0],
+            "x2": x[:, 1],
+            "x3": x[:, 2],
+            "x4": x4,
+            "color": COLORS[color],
+            "city": CITIES[city],
+            "flag": flag,
+            "label": label,
+        },
         index=pd.RangeIndex(start, start + rows),
     )
 

@@ -21,8 +21,13 @@ from omegaconf import DictConfig, OmegaConf
 log = logging.getLogger(__name__)
 
 
-def _report(config: DictConfig, returns: Sequence[JobReturn], overrides: Sequence[Sequence[str]],
-            first: int, seconds: list[float | None]) -> None:
+def _report(
+    config: DictConfig,
+    returns: Sequence[JobReturn],
+    overrides: Sequence[Sequence[str]],
+    first: int,
+    seconds: list[float | None],
+) -> None:
     # Imported here: Hydra imports every launcher plugin at start, and pandas costs a quarter second.
     from runner.sweeps.objective import maximizing
     from runner.sweeps.report import record_jobs, write_report
@@ -30,15 +35,28 @@ def _report(config: DictConfig, returns: Sequence[JobReturn], overrides: Sequenc
     jobs = []
     for i, (ret, job_overrides) in enumerate(zip(returns, overrides, strict=True)):
         status = "completed" if ret.status == JobStatus.COMPLETED else "failed"
-        error = "" if status == "completed" else f"{type(ret._return_value).__name__}: {ret._return_value}"
-        jobs.append({"num": first + i, "overrides": list(job_overrides), "status": status,
-                     "error": error.splitlines()[0] if error else "", "seconds": seconds[i]})
+        error = (
+            ""
+            if status == "completed"
+            else f"{type(ret._return_value).__name__}: {ret._return_value}"
+        )
+        jobs.append(
+            {
+                "num": first + i,
+                "overrides": list(job_overrides),
+                "status": status,
+                "error": error.splitlines()[0] if error else "",
+                "seconds": seconds[i],
+            }
+        )
     objective = config.get("sweep", {}).get("objective", "val/loss")
     direction = config.get("sweep", {}).get("direction", "auto")
     sweep_dir = Path(str(config.hydra.sweep.dir))
     try:
         # Optimizing sweepers launch in batches: the report covers every batch so far.
-        write_report(sweep_dir, record_jobs(sweep_dir, jobs), objective, maximizing(objective, direction))
+        write_report(
+            sweep_dir, record_jobs(sweep_dir, jobs), objective, maximizing(objective, direction)
+        )
     except Exception:  # the report must never hide the trials' own results
         log.exception("could not write the sweep report")
 
@@ -55,7 +73,9 @@ class LocalTrialLauncherBase(Launcher):
         self.config = config
         self.basic.setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
-    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
         returns = self.basic.launch(job_overrides, initial_job_idx)
         _report(self.config, returns, job_overrides, initial_job_idx, [None] * len(returns))
         return returns
@@ -76,7 +96,9 @@ class RayTrialLauncherBase(Launcher):
     def setup(self, *, hydra_context, task_function, config) -> None:
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
-    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
         import ray
         from hydra.core.singleton import Singleton
         from hydra.core.utils import configure_log, filter_overrides, setup_globals
@@ -94,13 +116,20 @@ class RayTrialLauncherBase(Launcher):
         remote = self.ray_cfg.remote
         configs = []
         for i, overrides in enumerate(job_overrides):
-            sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            sweep_config = self.hydra_context.config_loader.load_sweep_config(
+                self.config, list(overrides)
+            )
             with open_dict(sweep_config):
                 sweep_config.hydra.job.id = f"job_id_for_{initial_job_idx + i}"
                 sweep_config.hydra.job.num = initial_job_idx + i
             configs.append(sweep_config)
         cap = self._cap(configs)
-        log.info("Ray launcher: %d trials, at most %d at once, sweep dir %s", len(configs), cap, sweep_dir)
+        log.info(
+            "Ray launcher: %d trials, at most %d at once, sweep dir %s",
+            len(configs),
+            cap,
+            sweep_dir,
+        )
         returns: list[JobReturn | None] = [None] * len(configs)
         seconds: list[float | None] = [None] * len(configs)
         started: dict = {}
@@ -109,9 +138,16 @@ class RayTrialLauncherBase(Launcher):
         while queue or running:
             while queue and len(running) < cap:
                 i = queue.pop(0)
-                log.info("\t#%d : %s", initial_job_idx + i, " ".join(filter_overrides(job_overrides[i])))
-                ref = launch_job_on_ray(self.hydra_context, remote, configs[i], self.task_function,
-                                        Singleton.get_state())
+                log.info(
+                    "\t#%d : %s", initial_job_idx + i, " ".join(filter_overrides(job_overrides[i]))
+                )
+                ref = launch_job_on_ray(
+                    self.hydra_context,
+                    remote,
+                    configs[i],
+                    self.task_function,
+                    Singleton.get_state(),
+                )
                 running[ref] = i
                 started[i] = time.perf_counter()
             done, _ = ray.wait(list(running), num_returns=1)
@@ -120,7 +156,9 @@ class RayTrialLauncherBase(Launcher):
                 seconds[i] = time.perf_counter() - started[i]
                 try:
                     returns[i] = ray.get(ref)
-                except Exception as error:  # the trial's process died: a failed trial, not a failed sweep
+                except (
+                    Exception
+                ) as error:  # the trial's process died: a failed trial, not a failed sweep
                     failed = JobReturn(overrides=list(job_overrides[i]), status=JobStatus.FAILED)
                     failed._return_value = error
                     returns[i] = failed

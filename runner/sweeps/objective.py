@@ -15,15 +15,19 @@ def objective_value(metrics: dict, objective: str) -> float:
     A bare metric name refers to the first output that has it."""
     split, _, name = objective.partition("/")
     if split not in SPLITS or not name:
-        raise UserError(f"sweep.objective={objective} must be <split>/<metric> with split train, val or test, "
-                        "e.g. val/roc_auc or validation/label/accuracy")
+        raise UserError(
+            f"sweep.objective={objective} must be <split>/<metric> with split train, val or test, "
+            "e.g. val/roc_auc or validation/label/accuracy"
+        )
     values = metrics.get(SPLITS[split]) or {}
     if name in values:
         return float(values[name])
     matches = [key for key in values if key.split("/")[-1] == name]
     if not matches:
         known = ", ".join(sorted(values)) or "none (that split was not evaluated)"
-        raise UserError(f"sweep.objective={objective} is not a metric of this run; known {SPLITS[split]} metrics: {known}")
+        raise UserError(
+            f"sweep.objective={objective} is not a metric of this run; known {SPLITS[split]} metrics: {known}"
+        )
     return float(values[matches[0]])
 
 

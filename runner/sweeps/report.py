@@ -51,15 +51,17 @@ def collect(sweep_dir: Path, jobs: list[dict]) -> pd.DataFrame:
         if trial_file.exists():
             record = json.loads(trial_file.read_text())
         overrides = dict(_parse(o) for o in job["overrides"])
-        rows.append({
-            "trial": job["num"],
-            "status": record.get("status", job.get("status", "failed")),
-            "objective": record.get("value"),
-            "seconds": record.get("seconds", job.get("seconds")),
-            "overrides": " ".join(job["overrides"]),
-            "error": record.get("error") or job.get("error") or "",
-            **{f"param:{k}": v for k, v in overrides.items()},
-        })
+        rows.append(
+            {
+                "trial": job["num"],
+                "status": record.get("status", job.get("status", "failed")),
+                "objective": record.get("value"),
+                "seconds": record.get("seconds", job.get("seconds")),
+                "overrides": " ".join(job["overrides"]),
+                "error": record.get("error") or job.get("error") or "",
+                **{f"param:{k}": v for k, v in overrides.items()},
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -67,7 +69,9 @@ def write_report(sweep_dir: Path, jobs: list[dict], objective: str, maximize: bo
     table = collect(sweep_dir, jobs)
     if table.empty:
         return table
-    table = table.iloc[sorted(range(len(table)), key=lambda i: sort_key(table["objective"].iloc[i], maximize))]
+    table = table.iloc[
+        sorted(range(len(table)), key=lambda i: sort_key(table["objective"].iloc[i], maximize))
+    ]
     table = table.reset_index(drop=True)
     table.insert(0, "rank", range(1, len(table) + 1))
     table.to_csv(sweep_dir / "sweep_report.csv", index=False)
@@ -81,7 +85,9 @@ def write_report(sweep_dir: Path, jobs: list[dict], objective: str, maximize: bo
 
 
 def _markdown(table: pd.DataFrame, objective: str, maximize: bool) -> str:
-    header = f"Sweep objective: {objective} ({'maximize' if maximize else 'minimize'}), best first\n\n"
+    header = (
+        f"Sweep objective: {objective} ({'maximize' if maximize else 'minimize'}), best first\n\n"
+    )
     columns = ["rank", "trial", "status", "objective", "seconds", "overrides", "error"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for _, row in table.iterrows():
@@ -101,17 +107,24 @@ def _plot(table: pd.DataFrame, objective: str, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    params = [c for c in table.columns if c.startswith("param:")
-              and table[c].nunique() > 1 and not c.startswith("param:hydra")]
+    params = [
+        c
+        for c in table.columns
+        if c.startswith("param:") and table[c].nunique() > 1 and not c.startswith("param:hydra")
+    ]
     done = table[table["status"] == "completed"]
-    fig, axes = plt.subplots(1, 1 + len(params), figsize=(4 * (1 + len(params)), 3.5), squeeze=False)
+    fig, axes = plt.subplots(
+        1, 1 + len(params), figsize=(4 * (1 + len(params)), 3.5), squeeze=False
+    )
     axes = axes[0]
     axes[0].bar(done["trial"].astype(str), done["objective"].astype(float))
     axes[0].set_xlabel("trial")
     axes[0].set_title(objective)
     for ax, column in zip(axes[1:], params, strict=True):
         values = pd.to_numeric(done[column], errors="coerce")
-        x = values if values.notna().all() else done[column].astype(str)  # numbers as numbers, else categories
+        x = (
+            values if values.notna().all() else done[column].astype(str)
+        )  # numbers as numbers, else categories
         ax.scatter(x, done["objective"].astype(float))
         ax.set_xlabel(column.removeprefix("param:"))
         ax.set_title(f"{objective} by {column.removeprefix('param:')}")
@@ -129,4 +142,6 @@ def _hparams(table: pd.DataFrame, objective: str, logdir: Path) -> None:
             continue
         with SummaryWriter(str(logdir / f"trial-{row['trial']}")) as writer:
             hparams = {c.removeprefix("param:"): str(row[c]) for c in params}
-            writer.add_hparams(hparams, {f"hparam/{objective}": float(row["objective"])}, run_name=".")
+            writer.add_hparams(
+                hparams, {f"hparam/{objective}": float(row["objective"])}, run_name="."
+            )

@@ -28,12 +28,18 @@ def metric_names(layout: Layout) -> list[str]:
     return ["loss"] + [f"{spec.name}/{m}" for spec in layout.outputs for m in METRICS[spec.type]]
 
 
-def compute_metrics(layout: Layout, decoders: Decoders, logits: dict[str, np.ndarray],
-                    targets: dict[str, np.ndarray]) -> dict[str, float]:
+def compute_metrics(
+    layout: Layout,
+    decoders: Decoders,
+    logits: dict[str, np.ndarray],
+    targets: dict[str, np.ndarray],
+) -> dict[str, float]:
     metrics: dict[str, float] = {}
     total = 0.0
     for spec in layout.outputs:
-        values = output_metrics(spec.type, logits[spec.name], targets[spec.name], decoders.denormalizer(spec.name))
+        values = output_metrics(
+            spec.type, logits[spec.name], targets[spec.name], decoders.denormalizer(spec.name)
+        )
         total += values.get("loss", 0.0)
         metrics.update({f"{spec.name}/{k}": v for k, v in values.items()})
     return {"loss": total, **metrics}
@@ -48,8 +54,13 @@ def _softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def prediction_frame(layout: Layout, decoders: Decoders, logits: dict[str, np.ndarray], row_ids: np.ndarray,
-                     targets: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+def prediction_frame(
+    layout: Layout,
+    decoders: Decoders,
+    logits: dict[str, np.ndarray],
+    row_ids: np.ndarray,
+    targets: dict[str, np.ndarray] | None = None,
+) -> pd.DataFrame:
     """One row per input row: the raw row number, each output's prediction (in the raw
     labels or units), its probabilities, and the true value where known."""
     columns: dict[str, np.ndarray] = {"row": row_ids}

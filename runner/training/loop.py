@@ -40,13 +40,28 @@ class TrainingJob:
     splits: Location | None = None  # for re-sharding when an elastic run changes size
 
     @classmethod
-    def create(cls, splits: Location, meta: dict, model_cfg: dict, trainer_cfg: dict, loader, run_dir: str,
-               world_size: int = 1) -> TrainingJob:
+    def create(
+        cls,
+        splits: Location,
+        meta: dict,
+        model_cfg: dict,
+        trainer_cfg: dict,
+        loader,
+        run_dir: str,
+        world_size: int = 1,
+    ) -> TrainingJob:
         # Training shards hold equal row counts (every worker takes the same number of
         # steps); validation shards cover every row once.
-        return cls(meta, model_cfg, trainer_cfg, loader, run_dir,
-                   loader.shards(splits.join("train"), world_size, equal=True),
-                   loader.shards(splits.join("validation"), world_size, equal=False), splits)
+        return cls(
+            meta,
+            model_cfg,
+            trainer_cfg,
+            loader,
+            run_dir,
+            loader.shards(splits.join("train"), world_size, equal=True),
+            loader.shards(splits.join("validation"), world_size, equal=False),
+            splits,
+        )
 
 
 @dataclass
@@ -67,17 +82,25 @@ class TrainingResult:
 def build_model(layout: Layout, model_cfg: dict) -> TabularModel:
     if model_cfg.get("combiner", "concat") != "concat":
         raise UserError(f"model.combiner={model_cfg['combiner']} is not supported; use concat")
-    return TabularModel(layout, int(model_cfg.get("hidden_size", 64)), int(model_cfg.get("num_layers", 2)),
-                        float(model_cfg.get("dropout", 0.0)))
+    return TabularModel(
+        layout,
+        int(model_cfg.get("hidden_size", 64)),
+        int(model_cfg.get("num_layers", 2)),
+        float(model_cfg.get("dropout", 0.0)),
+    )
 
 
-def make_optimizer(name: str, params, learning_rate: float, weight_decay: float) -> torch.optim.Optimizer:
+def make_optimizer(
+    name: str, params, learning_rate: float, weight_decay: float
+) -> torch.optim.Optimizer:
     if name not in OPTIMIZERS:
         raise UserError(f"trainer.optimizer={name} is unknown; use one of: {', '.join(OPTIMIZERS)}")
     return OPTIMIZERS[name](params, lr=learning_rate, weight_decay=weight_decay)
 
 
-def output_loss(layout: Layout, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> torch.Tensor:
+def output_loss(
+    layout: Layout, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]
+) -> torch.Tensor:
     total = torch.zeros((), device=next(iter(logits.values())).device)
     for spec in layout.outputs:
         z, y = logits[spec.name], targets[spec.name]
@@ -113,8 +136,11 @@ def score(model: nn.Module, chunks, layout: Layout, step: _Step | None = None) -
         rows.append(chunk.row_ids.numpy())
     # Unlabelled data (predict) has no targets; an empty shard still reports empty ones.
     with_targets = any(targets.values()) or not rows
-    return Scored(_stack(layout, logits, "logits"), _stack(layout, targets, "targets") if with_targets else {},
-                  np.concatenate(rows) if rows else np.zeros(0, np.int64))
+    return Scored(
+        _stack(layout, logits, "logits"),
+        _stack(layout, targets, "targets") if with_targets else {},
+        np.concatenate(rows) if rows else np.zeros(0, np.int64),
+    )
 
 
 def _stack(layout: Layout, parts: dict[str, list], kind: str) -> dict[str, np.ndarray]:
@@ -141,7 +167,9 @@ class EarlyStopping:
 
     def update(self, value: float, epoch: int) -> bool:
         """True when this epoch is the best so far."""
-        better = self.best_epoch < 0 or (value > self.best_value if self.maximize else value < self.best_value)
+        better = self.best_epoch < 0 or (
+            value > self.best_value if self.maximize else value < self.best_value
+        )
         if better and not np.isnan(value):
             self.best_value, self.best_epoch, self.bad_epochs = value, epoch, 0
             return True
@@ -153,10 +181,18 @@ class EarlyStopping:
         return self.patience > 0 and self.bad_epochs >= self.patience
 
     def state(self) -> dict:
-        return {"best_value": self.best_value, "best_epoch": self.best_epoch, "bad_epochs": self.bad_epochs}
+        return {
+            "best_value": self.best_value,
+            "best_epoch": self.best_epoch,
+            "bad_epochs": self.bad_epochs,
+        }
 
     def load(self, state: dict) -> None:
-        self.best_value, self.best_epoch, self.bad_epochs = state["best_value"], state["best_epoch"], state["bad_epochs"]
+        self.best_value, self.best_epoch, self.bad_epochs = (
+            state["best_value"],
+            state["best_epoch"],
+            state["bad_epochs"],
+        )
 
 
 def _tensorboard(run_dir: Path):
@@ -175,7 +211,9 @@ def scaled_learning_rate(cfg: dict, world_size: int, epoch: int) -> float:
     rule = cfg.get("learning_rate_scaling", "linear")
     factor = {"linear": world_size, "sqrt": world_size**0.5, "none": 1.0}.get(rule)
     if factor is None:
-        raise UserError(f"trainer.learning_rate_scaling={rule} is unknown; use linear, sqrt or none")
+        raise UserError(
+            f"trainer.learning_rate_scaling={rule} is unknown; use linear, sqrt or none"
+        )
     target = base * factor
     warmup = int(cfg.get("warmup_epochs", 0) or 0)
     if world_size == 1 or warmup <= 0 or epoch >= warmup:
@@ -212,8 +250,14 @@ def _record_worker(run_dir: Path, strategy) -> None:
     from runner.processing.engines import current_node
 
     (run_dir / "workers").mkdir(parents=True, exist_ok=True)
-    info = {"rank": strategy.rank, "world_size": strategy.world_size, "pid": os.getpid(),
-            "host": socket.gethostname(), "node": current_node(), "device": str(strategy.device)}
+    info = {
+        "rank": strategy.rank,
+        "world_size": strategy.world_size,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "node": current_node(),
+        "device": str(strategy.device),
+    }
     (run_dir / "workers" / f"rank-{strategy.rank}.json").write_text(json.dumps(info))
 
 
@@ -229,7 +273,9 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
     val_data = job.loader.open(job.validation_shards[strategy.rank], layout)
     has_validation = int(job.meta["rows"]["validation"]) > 0
     if not has_validation and strategy.is_main:
-        log.warning("the validation split is empty; early stopping and model selection use training metrics")
+        log.warning(
+            "the validation split is empty; early stopping and model selection use training metrics"
+        )
 
     precision = str(cfg.get("precision", "32"))
     if precision not in PRECISIONS:
@@ -238,13 +284,19 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)
     model = build_model(layout, job.model_cfg).to(device)
-    optimizer = make_optimizer(cfg["optimizer"], model.parameters(), float(cfg["learning_rate"]),
-                               float(cfg.get("weight_decay", 0.0)))
+    optimizer = make_optimizer(
+        cfg["optimizer"],
+        model.parameters(),
+        float(cfg["learning_rate"]),
+        float(cfg.get("weight_decay", 0.0)),
+    )
     early = cfg.get("early_stopping") or {}
     monitor = EarlyStopping(early.get("metric", "loss"), int(early.get("patience", 0)))
     known = metric_names(layout)
     if monitor.metric not in known:
-        raise UserError(f"trainer.early_stopping.metric={monitor.metric} is unknown; choose one of: {', '.join(known)}")
+        raise UserError(
+            f"trainer.early_stopping.metric={monitor.metric} is unknown; choose one of: {', '.join(known)}"
+        )
 
     result = TrainingResult(monitor=monitor.metric)
     start_epoch = 0
@@ -266,11 +318,31 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
     # Rank 0's state (fresh or resumed) reaches every worker here.
     model, optimizer = strategy.prepare(model, optimizer)
 
-    ctx = _Epochs(job=job, strategy=strategy, layout=layout, decoders=decoders, model=model, optimizer=optimizer,
-                  step=_Step(model, optimizer, layout, device, PRECISIONS[precision],
-                             torch.amp.GradScaler(device.type, enabled=precision == "fp16" and device.type == "cuda")),
-                  monitor=monitor, result=result, epoch=start_epoch, best_state=best_state,
-                  train_data=train_data, val_data=val_data, has_validation=has_validation)
+    ctx = _Epochs(
+        job=job,
+        strategy=strategy,
+        layout=layout,
+        decoders=decoders,
+        model=model,
+        optimizer=optimizer,
+        step=_Step(
+            model,
+            optimizer,
+            layout,
+            device,
+            PRECISIONS[precision],
+            torch.amp.GradScaler(
+                device.type, enabled=precision == "fp16" and device.type == "cuda"
+            ),
+        ),
+        monitor=monitor,
+        result=result,
+        epoch=start_epoch,
+        best_state=best_state,
+        train_data=train_data,
+        val_data=val_data,
+        has_validation=has_validation,
+    )
     started = time.perf_counter()
     strategy.run_epochs(ctx)  # elastic strategies re-enter it after a change of workers
     best_state = ctx.best_state
@@ -312,11 +384,18 @@ class _Epochs:
         """This worker's shards for the current rank and world size (after an elastic reset)."""
         job, strategy = self.job, self.strategy
         self.train_data = job.loader.open(
-            job.loader.shards(job.splits.join("train"), strategy.world_size, equal=True)[strategy.rank],
-            self.layout, equal=True)
+            job.loader.shards(job.splits.join("train"), strategy.world_size, equal=True)[
+                strategy.rank
+            ],
+            self.layout,
+            equal=True,
+        )
         self.val_data = job.loader.open(
-            job.loader.shards(job.splits.join("validation"), strategy.world_size, equal=False)[strategy.rank],
-            self.layout)
+            job.loader.shards(job.splits.join("validation"), strategy.world_size, equal=False)[
+                strategy.rank
+            ],
+            self.layout,
+        )
 
     def run(self) -> None:
         cfg, strategy, run_dir = self.job.trainer_cfg, self.strategy, Path(self.job.run_dir)
@@ -331,40 +410,80 @@ class _Epochs:
             for group in self.optimizer.param_groups:
                 group["lr"] = scaled_learning_rate(cfg, strategy.world_size, epoch)
             train_metrics, seen, step_seconds = _train_epoch(
-                self.step, self.decoders, self.job.loader, self.train_data, epoch, seed, strategy,
-                show=bool(cfg.get("progress_bar", True)) and strategy.is_main, label=f"epoch {epoch + 1}/{epochs}")
+                self.step,
+                self.decoders,
+                self.job.loader,
+                self.train_data,
+                epoch,
+                seed,
+                strategy,
+                show=bool(cfg.get("progress_bar", True)) and strategy.is_main,
+                label=f"epoch {epoch + 1}/{epochs}",
+            )
             samples = seen * strategy.world_size  # equal training shards
             self.result.samples_seen += samples
             self.result.step_seconds += step_seconds
-            val_metrics = _evaluate(self.step, self.decoders, self.job.loader, self.val_data, strategy) \
-                if self.has_validation else {}
-            record = {"epoch": epoch + 1, "train": train_metrics, "validation": val_metrics,
-                      "learning_rate": self.optimizer.param_groups[0]["lr"], "world_size": strategy.world_size,
-                      "samples": samples, "step_seconds": step_seconds,
-                      "seconds": time.perf_counter() - epoch_started}
+            val_metrics = (
+                _evaluate(self.step, self.decoders, self.job.loader, self.val_data, strategy)
+                if self.has_validation
+                else {}
+            )
+            record = {
+                "epoch": epoch + 1,
+                "train": train_metrics,
+                "validation": val_metrics,
+                "learning_rate": self.optimizer.param_groups[0]["lr"],
+                "world_size": strategy.world_size,
+                "samples": samples,
+                "step_seconds": step_seconds,
+                "seconds": time.perf_counter() - epoch_started,
+            }
             self.result.history.append(record)
             scored = val_metrics if self.has_validation else train_metrics
             value = scored.get(self.monitor.metric, float("nan"))
             improved = self.monitor.update(value, epoch + 1)
             self.epoch = epoch + 1
             if strategy.is_main:
-                log.info("epoch %d/%d  train loss %.4f  %s %s %.4f%s", epoch + 1, epochs, train_metrics["loss"],
-                         monitor_split, self.monitor.metric, value, "  *" if improved else "")
+                log.info(
+                    "epoch %d/%d  train loss %.4f  %s %s %.4f%s",
+                    epoch + 1,
+                    epochs,
+                    train_metrics["loss"],
+                    monitor_split,
+                    self.monitor.metric,
+                    value,
+                    "  *" if improved else "",
+                )
                 if self.writer is None:
                     self.writer = _tensorboard(run_dir)
                 _log_epoch(self.writer, record)
                 if improved:
-                    self.best_state = {"epoch": epoch + 1, "model": _cpu_state(self.model), "metrics": scored}
+                    self.best_state = {
+                        "epoch": epoch + 1,
+                        "model": _cpu_state(self.model),
+                        "metrics": scored,
+                    }
                     checkpoints.save(self.best_state, run_dir / "checkpoints" / checkpoints.BEST)
                 if (epoch + 1) % every == 0 or epoch + 1 == epochs or self.monitor.should_stop:
-                    checkpoints.save({
-                        "run_id": cfg.get("run_id"),
-                        "epoch": epoch + 1, "model": _cpu_state(self.model), "optimizer": self.optimizer.state_dict(),
-                        "early_stopping": self.monitor.state(), "history": self.result.history,
-                        "rng": checkpoints.rng_state(), "best_model": self.best_state,
-                    }, run_dir / "checkpoints" / checkpoints.LAST)
+                    checkpoints.save(
+                        {
+                            "run_id": cfg.get("run_id"),
+                            "epoch": epoch + 1,
+                            "model": _cpu_state(self.model),
+                            "optimizer": self.optimizer.state_dict(),
+                            "early_stopping": self.monitor.state(),
+                            "history": self.result.history,
+                            "rng": checkpoints.rng_state(),
+                            "best_model": self.best_state,
+                        },
+                        run_dir / "checkpoints" / checkpoints.LAST,
+                    )
             elif improved:
-                self.best_state = {"epoch": epoch + 1, "model": _cpu_state(self.model), "metrics": scored}
+                self.best_state = {
+                    "epoch": epoch + 1,
+                    "model": _cpu_state(self.model),
+                    "metrics": scored,
+                }
             if self.commit is not None:
                 self.commit()
 
@@ -394,7 +513,9 @@ class _Step:
         return {k: v.to(self.device, non_blocking=True) for k, v in tensors.items()}
 
     def _autocast(self):
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None)
+        return torch.autocast(
+            self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None
+        )
 
     def train(self, inputs: dict, targets: dict) -> dict[str, torch.Tensor]:
         inputs, targets = self._to_device(inputs), self._to_device(targets)
@@ -421,12 +542,21 @@ def _train_epoch(step: _Step, decoders, loader, data, epoch, seed, strategy, sho
     logits_parts: dict[str, list] = {spec.name: [] for spec in step.layout.outputs}
     target_parts: dict[str, list] = {spec.name: [] for spec in step.layout.outputs}
     seen = 0
-    bar = tqdm(total=len(data) or None, desc=label, unit="rows", leave=False, disable=not show, mininterval=0.5)
+    bar = tqdm(
+        total=len(data) or None,
+        desc=label,
+        unit="rows",
+        leave=False,
+        disable=not show,
+        mininterval=0.5,
+    )
     started = time.perf_counter()
     for inputs, targets in loader.train_batches(data, epoch, seed):
         logits = step.train(inputs, targets)
         if not seen and epoch == 0 and strategy.is_main:
-            log.info("first training step done %.2fs after the process started", _since_process_start())
+            log.info(
+                "first training step done %.2fs after the process started", _since_process_start()
+            )
         for name, z in logits.items():
             logits_parts[name].append(z.numpy())
             target_parts[name].append(targets[name].numpy())
@@ -435,8 +565,13 @@ def _train_epoch(step: _Step, decoders, loader, data, epoch, seed, strategy, sho
         bar.update(n)
     bar.close()
     step_seconds = time.perf_counter() - started
-    logits_np, targets_np = _stack(step.layout, logits_parts, "logits"), _stack(step.layout, target_parts, "targets")
-    metrics = compute_metrics(step.layout, decoders, strategy.gather(logits_np), strategy.gather(targets_np))
+    logits_np, targets_np = (
+        _stack(step.layout, logits_parts, "logits"),
+        _stack(step.layout, target_parts, "targets"),
+    )
+    metrics = compute_metrics(
+        step.layout, decoders, strategy.gather(logits_np), strategy.gather(targets_np)
+    )
     return metrics, seen, step_seconds
 
 
@@ -448,7 +583,9 @@ def _since_process_start() -> float:
 
 def _evaluate(step: _Step, decoders, loader, data, strategy) -> dict[str, float]:
     scored = score(step.model, loader.eval_batches(data), step.layout, step)
-    return compute_metrics(step.layout, decoders, strategy.gather(scored.logits), strategy.gather(scored.targets))
+    return compute_metrics(
+        step.layout, decoders, strategy.gather(scored.logits), strategy.gather(scored.targets)
+    )
 
 
 def _log_epoch(writer, record: dict) -> None:

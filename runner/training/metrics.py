@@ -37,12 +37,20 @@ def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
 
 
 def macro_f1(labels: np.ndarray, predicted: np.ndarray, classes: int) -> float:
-    confusion = np.bincount(labels * classes + predicted, minlength=classes * classes).reshape(classes, classes)
+    confusion = np.bincount(labels * classes + predicted, minlength=classes * classes).reshape(
+        classes, classes
+    )
     true_positive = np.diag(confusion).astype(np.float64)
     precision_den = confusion.sum(axis=0)
     recall_den = confusion.sum(axis=1)
-    f1 = np.where(precision_den + recall_den > 0, 2 * true_positive / np.maximum(precision_den + recall_den, 1), 0.0)
-    present = (recall_den > 0) | (precision_den > 0)  # as scikit-learn: labels seen in truth or prediction
+    f1 = np.where(
+        precision_den + recall_den > 0,
+        2 * true_positive / np.maximum(precision_den + recall_den, 1),
+        0.0,
+    )
+    present = (recall_den > 0) | (
+        precision_den > 0
+    )  # as scikit-learn: labels seen in truth or prediction
     return float(f1[present].mean()) if present.any() else 0.0
 
 
@@ -50,7 +58,9 @@ def _log_sigmoid(x: np.ndarray) -> np.ndarray:
     return -np.logaddexp(0.0, -x)
 
 
-def output_metrics(kind: str, logits: np.ndarray, target: np.ndarray, denormalize=None) -> dict[str, float]:
+def output_metrics(
+    kind: str, logits: np.ndarray, target: np.ndarray, denormalize=None
+) -> dict[str, float]:
     """Metrics of one output from raw logits and processed targets."""
     if len(target) == 0:
         return {}
@@ -58,7 +68,11 @@ def output_metrics(kind: str, logits: np.ndarray, target: np.ndarray, denormaliz
         z = logits.reshape(-1).astype(np.float64)
         y = target.astype(np.float64)
         loss = -(y * _log_sigmoid(z) + (1 - y) * _log_sigmoid(-z)).mean()
-        return {"roc_auc": roc_auc(y > 0.5, z), "accuracy": float(((z > 0) == (y > 0.5)).mean()), "loss": float(loss)}
+        return {
+            "roc_auc": roc_auc(y > 0.5, z),
+            "accuracy": float(((z > 0) == (y > 0.5)).mean()),
+            "loss": float(loss),
+        }
     if kind == "category":
         z = logits.astype(np.float64)
         z = z - z.max(axis=1, keepdims=True)

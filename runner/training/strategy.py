@@ -81,8 +81,9 @@ class HorovodStrategy(LocalStrategy):
         hvd = self.hvd
         self._broadcast_initial_state(model, optimizer)
         compression = hvd.Compression.fp16 if self.compression == "fp16" else hvd.Compression.none
-        optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
-                                             compression=compression)
+        optimizer = hvd.DistributedOptimizer(
+            optimizer, named_parameters=model.named_parameters(), compression=compression
+        )
         return model, optimizer
 
     def _broadcast_initial_state(self, model, optimizer) -> None:
@@ -91,7 +92,6 @@ class HorovodStrategy(LocalStrategy):
 
     def gather(self, arrays):
         return _concat(self.hvd.allgather_object(arrays))
-
 
 
 class DDPStrategy(LocalStrategy):
@@ -138,9 +138,14 @@ class ElasticHorovodStrategy(HorovodStrategy):
 
     def run_epochs(self, epochs) -> None:
         hvd = self.hvd
-        state = hvd.elastic.TorchState(model=getattr(epochs.model, "module", epochs.model), optimizer=epochs.optimizer,
-                                       epoch=epochs.epoch, history=list(epochs.result.history),
-                                       early=epochs.monitor.state(), best=epochs.best_state)
+        state = hvd.elastic.TorchState(
+            model=getattr(epochs.model, "module", epochs.model),
+            optimizer=epochs.optimizer,
+            epoch=epochs.epoch,
+            history=list(epochs.result.history),
+            early=epochs.monitor.state(),
+            best=epochs.best_state,
+        )
 
         def commit() -> None:
             state.epoch, state.history = epochs.epoch, list(epochs.result.history)

@@ -51,7 +51,9 @@ def _worker_logging(job: TrainingJob, rank: int) -> None:
     if not any(getattr(h, "_runner_worker", False) for h in root.handlers):
         handler = logging.FileHandler(logdir / f"rank-{rank}.log")
         handler._runner_worker = True
-        handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+        handler.setFormatter(
+            logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+        )
         root.addHandler(handler)
         root.setLevel(logging.INFO)
 
@@ -62,7 +64,9 @@ class DistributedTrainer(LocalTrainer):
     def __init__(self, **settings):
         super().__init__(**settings)
         self.max_retries = int(settings.get("max_retries", 3))
-        self.resources = {k: float(v) for k, v in (settings.get("resources_per_worker") or {"CPU": 1.0}).items()}
+        self.resources = {
+            k: float(v) for k, v in (settings.get("resources_per_worker") or {"CPU": 1.0}).items()
+        }
         # One id per trainer (one per run), shared by its retries: see loop._resume_point.
         self._run_id = uuid.uuid4().hex
 
@@ -97,12 +101,20 @@ class DistributedTrainer(LocalTrainer):
                 )
 
     def _worker_settings(self, job: TrainingJob) -> TrainingJob:
-        return replace(job, trainer_cfg={**job.trainer_cfg, "use_gpu": self.use_gpu(), "run_id": self._run_id})
+        return replace(
+            job, trainer_cfg={**job.trainer_cfg, "use_gpu": self.use_gpu(), "run_id": self._run_id}
+        )
 
     def fit(self, make_job: JobFactory, backend) -> TrainingResult:
         if backend.name != "ray":
-            raise UserError(f"trainer={self.name} runs on Ray: add backend=ray"
-                            + (" (or launch with horovodrun and backend=horovod)" if self.name == "horovod" else ""))
+            raise UserError(
+                f"trainer={self.name} runs on Ray: add backend=ray"
+                + (
+                    " (or launch with horovodrun and backend=horovod)"
+                    if self.name == "horovod"
+                    else ""
+                )
+            )
         workers = self.world_size(backend)
         self._check_placeable(workers)
         attempt = 0
@@ -112,17 +124,27 @@ class DistributedTrainer(LocalTrainer):
                 job = replace(job, trainer_cfg={**job.trainer_cfg, "resume_if_present": True})
             try:
                 return self._run(job, workers)
-            except WorkerLost as lost:  # a worker process died: the attempt is lost, the checkpoint is not
+            except (
+                WorkerLost
+            ) as lost:  # a worker process died: the attempt is lost, the checkpoint is not
                 error = lost.error
                 attempt += 1
                 last = Path(job.run_dir) / "checkpoints" / checkpoints.LAST
                 reason = _first_line(error) or type(error).__name__
                 if attempt > self.max_retries:
-                    raise UserError(f"training failed after {attempt} attempt(s) (trainer.max_retries="
-                                    f"{self.max_retries}): {type(error).__name__}: {reason}; "
-                                    f"{_checkpoint_hint(job.run_dir)}") from None
-                log.warning("a training worker failed (%s: %s); retry %d/%d from %s", type(error).__name__, reason,
-                            attempt, self.max_retries, last if last.exists() else "the start")
+                    raise UserError(
+                        f"training failed after {attempt} attempt(s) (trainer.max_retries="
+                        f"{self.max_retries}): {type(error).__name__}: {reason}; "
+                        f"{_checkpoint_hint(job.run_dir)}"
+                    ) from None
+                log.warning(
+                    "a training worker failed (%s: %s); retry %d/%d from %s",
+                    type(error).__name__,
+                    reason,
+                    attempt,
+                    self.max_retries,
+                    last if last.exists() else "the start",
+                )
 
 
 def _first_line(error: Exception) -> str:
@@ -168,7 +190,9 @@ def _collect(futures: list) -> list:
             except Exception as error:  # noqa: BLE001 - classified below
                 errors.append(error)
         if any(isinstance(e, RayActorError) for e in errors) or isinstance(first, RayActorError):
-            raise WorkerLost(next(e for e in errors + [first] if isinstance(e, RayActorError))) from None
+            raise WorkerLost(
+                next(e for e in errors + [first] if isinstance(e, RayActorError))
+            ) from None
         cause = getattr(first, "cause", None)
         if isinstance(cause, UserError):
             raise cause from None
@@ -182,15 +206,26 @@ def _is_collective_failure(error) -> bool:
     if error is None:
         return False
     text = f"{type(error).__name__}: {error}"
-    return any(s in text for s in ("HorovodInternalError", "Connection closed by peer", "Connection reset by peer",
-                                   "Gloo", "gloo"))
+    return any(
+        s in text
+        for s in (
+            "HorovodInternalError",
+            "Connection closed by peer",
+            "Connection reset by peer",
+            "Gloo",
+            "gloo",
+        )
+    )
 
 
 def _horovod_worker(job: TrainingJob, elastic: bool = False) -> TrainingResult | None:
     from runner.training.strategy import ElasticHorovodStrategy, HorovodStrategy
 
     kind = ElasticHorovodStrategy if elastic else HorovodStrategy
-    strategy = kind(use_gpu=bool(job.trainer_cfg.get("use_gpu")), compression=job.trainer_cfg.get("compression", "none"))
+    strategy = kind(
+        use_gpu=bool(job.trainer_cfg.get("use_gpu")),
+        compression=job.trainer_cfg.get("compression", "none"),
+    )
     _worker_logging(job, strategy.rank)
     result = run_training(job, strategy)
     return result if strategy.is_main else None
@@ -198,7 +233,10 @@ def _horovod_worker(job: TrainingJob, elastic: bool = False) -> TrainingResult |
 
 def _horovod_worker_env() -> dict[str, str]:
     """HOROVOD_* tuning variables of the driver (cycle time, fusion threshold, ...) reach the workers."""
-    return {"PYTHONUNBUFFERED": "1", **{k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")}}
+    return {
+        "PYTHONUNBUFFERED": "1",
+        **{k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")},
+    }
 
 
 class HorovodTrainer(DistributedTrainer):
@@ -236,11 +274,16 @@ class HorovodTrainer(DistributedTrainer):
         from horovod.ray import RayExecutor
 
         use_gpu = bool(job.trainer_cfg["use_gpu"])
-        placement = {"cpus_per_worker": self.resources.get("CPU", 1.0), "use_gpu": use_gpu,
-                     "gpus_per_worker": self.resources.get("GPU") if use_gpu else None}
+        placement = {
+            "cpus_per_worker": self.resources.get("CPU", 1.0),
+            "use_gpu": use_gpu,
+            "gpus_per_worker": self.resources.get("GPU") if use_gpu else None,
+        }
         if self.elastic:
             return self._run_elastic(job, placement)
-        settings = RayExecutor.create_settings(timeout_s=60, placement_group_timeout_s=60, nics=self._nics())
+        settings = RayExecutor.create_settings(
+            timeout_s=60, placement_group_timeout_s=60, nics=self._nics()
+        )
         executor = RayExecutor(settings, num_workers=workers, **placement)
         executor.start(extra_env_vars=_horovod_worker_env())
         try:
@@ -269,17 +312,30 @@ class HorovodTrainer(DistributedTrainer):
         from runner.loading.local import LocalLoader
 
         if not isinstance(job.loader, LocalLoader):
-            raise UserError("elastic training (trainer.min_workers) re-shards the cache when workers come and go; "
-                            "add loader=local")
-        settings = RayExecutor.create_settings(timeout_s=60, placement_group_timeout_s=60, nics=self._nics())
-        executor = RayExecutor(settings, min_workers=int(self.settings["min_workers"]),
-                               max_workers=self.settings.get("max_workers"), elastic_timeout=120,
-                               cooldown_range=[1, 2], **placement)
+            raise UserError(
+                "elastic training (trainer.min_workers) re-shards the cache when workers come and go; "
+                "add loader=local"
+            )
+        settings = RayExecutor.create_settings(
+            timeout_s=60, placement_group_timeout_s=60, nics=self._nics()
+        )
+        executor = RayExecutor(
+            settings,
+            min_workers=int(self.settings["min_workers"]),
+            max_workers=self.settings.get("max_workers"),
+            elastic_timeout=120,
+            cooldown_range=[1, 2],
+            **placement,
+        )
         # Horovod's elastic driver advertises its rendezvous server at gethostbyname(hostname), which
         # is 127.0.0.1 on many machines (Debian's /etc/hosts): unreachable from other hosts. The
         # driver's Ray node address is what the other nodes reach it by.
-        executor.start(extra_env_vars={**_horovod_worker_env(),
-                                       "HOROVOD_GLOO_RENDEZVOUS_ADDR": ray.util.get_node_ip_address()})
+        executor.start(
+            extra_env_vars={
+                **_horovod_worker_env(),
+                "HOROVOD_GLOO_RENDEZVOUS_ADDR": ray.util.get_node_ip_address(),
+            }
+        )
         try:
             results = executor.run(_horovod_worker, args=[job, True])
         except RuntimeError as error:
@@ -298,8 +354,10 @@ def _ddp_worker(config: dict) -> None:
     from runner.training.strategy import DDPStrategy
 
     job: TrainingJob = config["job"]
-    strategy = DDPStrategy(use_gpu=bool(job.trainer_cfg.get("use_gpu")),
-                           compression=job.trainer_cfg.get("compression", "none"))
+    strategy = DDPStrategy(
+        use_gpu=bool(job.trainer_cfg.get("use_gpu")),
+        compression=job.trainer_cfg.get("compression", "none"),
+    )
     _worker_logging(job, strategy.rank)
     import ray.train
 
@@ -340,16 +398,22 @@ class DDPTrainer(DistributedTrainer):
             _ddp_worker,
             train_loop_config={"job": job},
             torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
-            scaling_config=ScalingConfig(num_workers=workers, use_gpu=use_gpu,
-                                         resources_per_worker=self.resources),
-            run_config=RunConfig(name="ddp", storage_path=str(storage),
-                                 failure_config=FailureConfig(max_failures=self.max_retries)),
+            scaling_config=ScalingConfig(
+                num_workers=workers, use_gpu=use_gpu, resources_per_worker=self.resources
+            ),
+            run_config=RunConfig(
+                name="ddp",
+                storage_path=str(storage),
+                failure_config=FailureConfig(max_failures=self.max_retries),
+            ),
         )
         try:
             trainer.fit()
         except Exception as error:
-            raise UserError(f"DDP training failed (trainer.max_retries={self.max_retries}): "
-                            f"{type(error).__name__}: {_first_line(error)}; {_checkpoint_hint(job.run_dir)}") from None
+            raise UserError(
+                f"DDP training failed (trainer.max_retries={self.max_retries}): "
+                f"{type(error).__name__}: {_first_line(error)}; {_checkpoint_hint(job.run_dir)}"
+            ) from None
         with open(Path(job.run_dir) / "checkpoints" / "result.pkl", "rb") as handle:
             return pickle.load(handle)
 
