@@ -242,10 +242,14 @@ class Suite:
         from runner.config import register_configs
 
         register_configs()
+        from hydra.utils import instantiate
+
+        from runner.config import check_config
+
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            model_cfg = compose(config_name="config").model
-        layout = Layout.from_meta(meta, model_cfg)
-        loader = LocalLoader(batch_size=256)
+            cfg = compose(config_name="config", overrides=["loader=local", "trainer.batch_size=256"])
+        layout = Layout.from_meta(meta, check_config(cfg).model)
+        loader: LocalLoader = instantiate(cfg.loader)
         started = time.perf_counter()
         data = loader.open(loader.shards(splits.join("train"), 1, equal=True)[0], layout)
         load_seconds = time.perf_counter() - started

@@ -1,70 +1,57 @@
-"""The commands of run.py: preprocess, train, evaluate, predict, experiment."""
+"""The commands of run.py: preprocess, train, evaluate, predict, experiment.
+
+run_command reads top to bottom: assemble the run (config checked, backend
+decided), enter the backend, resolve the remaining `auto` choices, run the
+command from the table at the bottom of this file.
+"""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from runner import outputs
+from runner.assembly import Run, assemble
+from runner.config import ModelConfig
 from runner.errors import UserError
 from runner.processing.features import FeatureSet
 from runner.processing.pipeline import Preprocessed, preprocess, transform_raw
-from runner.processing.source import DataSource
-from runner.storage import load_credentials
 
 log = logging.getLogger(__name__)
-COMMANDS = ("experiment", "preprocess", "train", "evaluate", "predict")
-
-
-@dataclass
-class Run:
-    """One invocation: the composed config, its output dir, and the objects built from it."""
-
-    cfg: DictConfig
-    run_dir: Path
-
-    def __post_init__(self):
-        self.run_dir = Path(self.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.backend = instantiate(self.cfg.backend, _convert_="all")
-        self.trainer = instantiate(self.cfg.trainer, _convert_="all")
-        self.source = DataSource.from_config(OmegaConf.to_container(self.cfg.dataset, resolve=True))
-        self.model_cfg = OmegaConf.to_container(self.cfg.model, resolve=True)
-        credentials = self.cfg.get("cache_credentials")
-        if isinstance(credentials, DictConfig):
-            credentials = OmegaConf.to_container(credentials, resolve=True)
-        self.cache_options = load_credentials(credentials)
-
-
-def _resolved(option, run: Run):
-    """processor=auto and loader=auto: picked from the backend, the data and the trainer."""
-    return (
-        option.resolve(run.backend.name, run.source, run.trainer)
-        if hasattr(option, "resolve")
-        else option
-    )
 
 
 def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
     """Runs cfg.command; returns its metrics (empty for preprocess)."""
-    command = cfg.command
-    if command not in COMMANDS:
-        raise UserError(f"command={command} is unknown; use one of: {', '.join(COMMANDS)}")
-    run = Run(cfg, run_dir)
+    run = assemble(cfg, run_dir)
     with run.backend:
-        run.processor = _resolved(instantiate(cfg.processor, _convert_="all"), run)
-        run.loader = _resolved(instantiate(cfg.loader, _convert_="all"), run)
-        return globals()[f"command_{command}"](run)
+        _share_run_dir(run)
+        run.resolve_components()
+        return COMMANDS[run.settings.command](run)
+
+
+def _share_run_dir(run: Run) -> None:
+    """Under horovodrun every rank composed its own Hydra run dir: all use rank 0's."""
+    if not run.backend.launched_ranks:
+        return
+    shared = Path(run.backend.share(str(run.run_dir)))
+    if shared.resolve() != run.run_dir.resolve():
+        own, run.run_dir = run.run_dir, shared
+        for handler in list(logging.getLogger().handlers):  # Hydra's run.log in our own dir
+            if str(getattr(handler, "baseFilename", "")).startswith(str(own.resolve())):
+                logging.getLogger().removeHandler(handler)
+                handler.close()
+        shutil.rmtree(own, ignore_errors=True)
+        log.info("rank %d shares rank 0's run dir %s", run.backend.rank, shared)
 
 
 def _features(run: Run) -> FeatureSet:
-    return FeatureSet(run.model_cfg["input_features"], run.model_cfg["output_features"])
+    model = OmegaConf.to_container(run.cfg.model, resolve=True)
+    return FeatureSet(model["input_features"], model["output_features"])
 
 
 def _preprocess(run: Run) -> Preprocessed:
@@ -72,15 +59,16 @@ def _preprocess(run: Run) -> Preprocessed:
     features = _features(run)
     return run.backend.main_first(
         lambda: preprocess(
-            run.processor, run.source, features, split, run.cfg.cache_dir, run.cache_options
+            run.processor, run.source, features, split, run.settings.cache_dir, run.cache_options
         )
     )
 
 
 def command_preprocess(run: Run) -> dict:
     pre = _preprocess(run)
+    rows = ", ".join(f"{k} {v}" for k, v in pre.meta["rows"].items())
     print(
-        f"processed splits: {pre.entry.url} ({', '.join(f'{k} {v}' for k, v in pre.meta['rows'].items())} rows)"
+        f"processed splits: {pre.entry.url} ({rows} rows)"
         + (" [cache hit]" if pre.cache_hit else "")
     )
     return {}
@@ -88,13 +76,13 @@ def command_preprocess(run: Run) -> dict:
 
 def _train(run: Run, pre: Preprocessed):
     from runner.model.layout import Layout
-    from runner.training.loop import TrainingJob
+    from runner.training.job import TrainingJob
 
     def make_job(world_size: int) -> TrainingJob:
         return TrainingJob.create(
             pre.entry,
             pre.meta,
-            run.model_cfg,
+            run.settings.model,
             run.trainer.settings,
             run.loader,
             str(run.run_dir),
@@ -102,7 +90,7 @@ def _train(run: Run, pre: Preprocessed):
         )
 
     result = run.trainer.fit(make_job, run.backend)
-    layout = Layout.from_meta(pre.meta, run.model_cfg)
+    layout = Layout.from_meta(pre.meta, run.settings.model)
     if not run.backend.is_main:
         return result, layout  # under horovodrun, rank 0 writes the outputs
     outputs.save_model(run.run_dir / "model", result.model, pre.meta, run.cfg)
@@ -153,8 +141,8 @@ def command_train(run: Run) -> dict:
 
 
 def command_experiment(run: Run) -> dict:
-    from runner.training.evaluation import Decoders, compute_metrics, prediction_frame
-    from runner.training.loop import score
+    from runner.scoring.decoding import Decoders, compute_metrics, prediction_frame
+    from runner.scoring.inference import score
 
     pre = _preprocess(run)
     result, layout = _train(run, pre)
@@ -182,20 +170,21 @@ def _majority_baseline(layout, meta: dict, targets: dict[str, np.ndarray]) -> di
         stats = meta["features"][spec.name]["stats"]
         if spec.type == "binary":
             baseline[f"{spec.name}/accuracy"] = float((targets[spec.name] == stats["mode"]).mean())
-        elif spec.type == "category":
-            baseline[f"{spec.name}/accuracy"] = float(
-                (targets[spec.name] == 0).mean()
-            )  # vocab is frequency-ranked
+        elif spec.type == "category":  # the vocabulary is frequency-ranked
+            baseline[f"{spec.name}/accuracy"] = float((targets[spec.name] == 0).mean())
     return baseline
 
 
 def _saved_model(run: Run):
     from runner.model.layout import Layout
-    from runner.training.loop import build_model
+    from runner.model.network import build_model
 
-    state, meta, model_cfg = outputs.load_model_dir(run.cfg.model_dir)
-    layout = Layout.from_meta(meta, model_cfg)
-    model = build_model(layout, model_cfg)
+    state, meta, model_cfg = outputs.load_model_dir(run.settings.model_dir)
+    model_settings: ModelConfig = OmegaConf.to_object(
+        OmegaConf.merge(OmegaConf.structured(ModelConfig), model_cfg)
+    )
+    layout = Layout.from_meta(meta, model_settings)
+    model = build_model(layout, model_settings)
     model.load_state_dict(state)
     features = FeatureSet.from_meta(meta)
     stats = {name: info["stats"] for name, info in meta["features"].items()}
@@ -205,7 +194,7 @@ def _saved_model(run: Run):
 def _score_raw(run: Run, with_targets: bool):
     """Saved model on the raw dataset: (Scored, layout, meta)."""
     from runner.loading.tensors import TensorTable
-    from runner.training.loop import score
+    from runner.scoring.inference import score
 
     model, layout, meta, features, stats = _saved_model(run)
     frame = transform_raw(run.processor, run.source, features, stats, with_outputs=with_targets)
@@ -216,8 +205,10 @@ def _score_raw(run: Run, with_targets: bool):
 
 
 def command_predict(run: Run) -> dict:
-    from runner.training.evaluation import Decoders, prediction_frame
+    from runner.scoring.decoding import Decoders, prediction_frame
 
+    if not run.backend.is_main:
+        return {}  # under horovodrun, rank 0 scores and writes (once)
     scored, layout, meta = _score_raw(run, with_targets=False)
     frame = prediction_frame(layout, Decoders(meta), scored.logits, scored.row_ids)
     path = run.run_dir / "predictions.parquet"
@@ -227,8 +218,10 @@ def command_predict(run: Run) -> dict:
 
 
 def command_evaluate(run: Run) -> dict:
-    from runner.training.evaluation import Decoders, compute_metrics
+    from runner.scoring.decoding import Decoders, compute_metrics
 
+    if not run.backend.is_main:
+        return {}  # under horovodrun, rank 0 scores and writes (once)
     scored, layout, meta = _score_raw(run, with_targets=True)
     if not len(scored.row_ids):
         raise UserError(
@@ -252,3 +245,13 @@ def _finish(run: Run, metrics: dict, extra: dict) -> None:
         if (run.run_dir / name).exists():
             locations[label] = str(run.run_dir / name)
     print(outputs.format_summary(metrics, locations))
+
+
+# command=<name> -> what it runs (runner.config.COMMANDS lists the same names).
+COMMANDS = {
+    "experiment": command_experiment,
+    "preprocess": command_preprocess,
+    "train": command_train,
+    "evaluate": command_evaluate,
+    "predict": command_predict,
+}

@@ -1,15 +1,41 @@
-"""Structured-config schemas, registered in Hydra's ConfigStore.
+"""Structured-config schemas, registered in Hydra's ConfigStore: the one source of defaults.
 
 Every option file in conf/<group>/ starts from one of these schemas (via its
-defaults list), so a misspelt key or a wrong type fails at composition time
-with a message naming the key.
+defaults list) and sets only what differs, so a misspelt key or a wrong type
+fails at composition time with a message naming the key. `check_config` closes
+the rest: keys added with `+` that no schema knows, and values out of range,
+each reported as one line that names the key.
 """
 
+from __future__ import annotations
+
+import dataclasses
+import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import II, MISSING
+from omegaconf import II, MISSING, DictConfig, ListConfig, OmegaConf
+
+from runner.errors import UserError
+
+COMMANDS = ("experiment", "preprocess", "train", "evaluate", "predict")
+STRATEGIES = ("auto", "local", "horovod", "ddp")
+PLACEMENTS = ("spread", "pack")
+OPTIMIZERS = ("adamw", "adam", "sgd")
+PRECISIONS = ("32", "bf16", "fp16")
+LR_SCALING = ("linear", "sqrt", "none")
+COMPRESSIONS = ("none", "fp16")
+
+
+def _require(ok: bool, key: str, rule: str, value) -> None:
+    if not ok:
+        raise UserError(f"{key}={value} is out of range: it must be {rule}")
+
+
+def _one_of(value, allowed: tuple, key: str) -> None:
+    if value not in allowed:
+        raise UserError(f"{key}={value} is unknown; use one of: {', '.join(map(str, allowed))}")
 
 
 @dataclass
@@ -17,7 +43,7 @@ class FeatureConfig:
     name: str = MISSING
     type: str = MISSING
     # Options that change the processed data (missing values, normalization,
-    # vocabulary, tokenizer). Only these enter the cache key.
+    # vocabulary, tokenizer). Only these enter the cache key; features.py checks them.
     preprocessing: dict[str, Any] = field(default_factory=dict)
     # Model-side options (embedding size of a category or text feature).
     embedding_size: int | None = None
@@ -41,6 +67,11 @@ class DatasetConfig:
     storage_options: dict[str, Any] = field(default_factory=dict)
     split: SplitConfig = field(default_factory=SplitConfig)
 
+    def __post_init__(self):
+        _require(
+            self.synthetic_rows >= 1, "dataset.synthetic_rows", "at least 1", self.synthetic_rows
+        )
+
 
 @dataclass
 class ModelConfig:
@@ -51,6 +82,24 @@ class ModelConfig:
     num_layers: int = 2
     dropout: float = 0.0
     embedding_size: int = 16
+
+    def __post_init__(self):
+        _one_of(self.combiner, ("concat",), "model.combiner")
+        _require(self.hidden_size >= 1, "model.hidden_size", "at least 1", self.hidden_size)
+        _require(self.num_layers >= 0, "model.num_layers", "0 or more", self.num_layers)
+        _require(0.0 <= self.dropout < 1.0, "model.dropout", "in [0, 1)", self.dropout)
+        _require(
+            self.embedding_size >= 1, "model.embedding_size", "at least 1", self.embedding_size
+        )
+
+    def embedding_of(self, name: str) -> int:
+        for feature in self.input_features:
+            if feature.name == name and feature.embedding_size:
+                return int(feature.embedding_size)
+        return self.embedding_size
+
+
+# ---------------------------------------------------------------- backend
 
 
 @dataclass
@@ -68,6 +117,11 @@ class RaySettings:
     object_store_memory: int | None = None  # bytes
     connect_timeout_s: float = 5.0
 
+    def __post_init__(self):
+        _require(
+            self.connect_timeout_s > 0, "backend.connect_timeout_s", "> 0", self.connect_timeout_s
+        )
+
 
 @dataclass
 class RayBackendConfig(RaySettings):
@@ -81,35 +135,48 @@ class HorovodBackendConfig:
 
 @dataclass
 class AutoBackendConfig:
-    _target_: str = "runner.backends.auto.detect"
+    _target_: str = "runner.backends.auto.AutoBackend"
     ray: RaySettings = field(default_factory=RaySettings)  # used when it picks Ray
+
+
+# ---------------------------------------------------------------- processor
 
 
 @dataclass
 class PandasProcessorConfig:
-    _target_: str = "runner.processing.engines.PandasProcessor"
-
-
-@dataclass
-class DaskProcessorConfig:
-    _target_: str = "runner.processing.dask_engine.DaskProcessor"
-    parallelism: int | None = None  # partitions; null lets Dask decide (64 MB CSV blocks)
-    persist: bool = True  # keep partitions in the object store between passes; false streams them
-    blocksize: str = "64MB"
+    _target_: str = "runner.processing.pandas_engine.PandasProcessor"
 
 
 @dataclass
 class ModinProcessorConfig:
     _target_: str = "runner.processing.modin_engine.ModinProcessor"
-    parallelism: int | None = None
+    parallelism: int | None = None  # partitions; null lets the engine decide
+
+    def __post_init__(self):
+        if self.parallelism is not None:
+            _require(
+                self.parallelism >= 1,
+                "processor.parallelism",
+                "at least 1, or null",
+                self.parallelism,
+            )
 
 
 @dataclass
-class AutoProcessorConfig:
-    _target_: str = "runner.backends.auto.processor"  # dask on Ray for large data, pandas otherwise
-    parallelism: int | None = None
-    persist: bool = True
-    dask_min_bytes: int = 268435456  # 256 MiB of raw data
+class DaskProcessorConfig(ModinProcessorConfig):
+    _target_: str = "runner.processing.dask_engine.DaskProcessor"
+    persist: bool = True  # keep partitions in the object store between passes; false streams them
+    blocksize: str = "64MB"  # CSV bytes per partition when parallelism is null
+
+
+@dataclass
+class AutoProcessorConfig(DaskProcessorConfig):
+    _target_: str = "runner.assembly.AutoProcessor"  # dask on Ray for large data, pandas otherwise
+    # Below this much raw data, pandas beats spreading it over tasks (measured: bench/).
+    dask_min_bytes: int = 256 * 2**20
+
+
+# ---------------------------------------------------------------- trainer
 
 
 @dataclass
@@ -118,12 +185,21 @@ class EarlyStoppingConfig:
     metric: str = "loss"
     patience: int = 5  # epochs without improvement; 0 disables early stopping
 
+    def __post_init__(self):
+        _require(self.patience >= 0, "trainer.early_stopping.patience", "0 or more", self.patience)
+
 
 @dataclass
-class LocalTrainerConfig:
-    _target_: str = "runner.training.trainers.LocalTrainer"
+class TrainerConfig:
+    """One contract for every trainer option (auto, local, horovod, ddp): the same keys,
+    distributed ones included; the options differ only in `strategy`."""
+
+    _target_: str = "runner.assembly.TrainerChoice"
+    # auto: one worker -> this process; more (or null with GPUs in the cluster) on Ray ->
+    # Horovod on Ray; under horovodrun -> Horovod. local | horovod | ddp name one.
+    strategy: str = "auto"
     epochs: int = 30
-    batch_size: int = 256
+    batch_size: int = 256  # per worker
     learning_rate: float = 0.003
     optimizer: str = "adamw"  # adamw | adam | sgd
     weight_decay: float = 0.0
@@ -135,27 +211,19 @@ class LocalTrainerConfig:
         None  # torch threads per worker; null = cores / workers on the machine
     )
     progress_bar: bool = True
-    use_gpu: bool = False
     precision: str = "32"  # 32 | bf16 | fp16 (autocast; fp16 with a gradient scaler on CUDA)
     # With N workers the global batch is N x batch_size: scale the rate linearly
     # (or by sqrt, or not), reached through a linear warm-up of warmup_epochs.
     learning_rate_scaling: str = "linear"
     warmup_epochs: int = 0
-
-
-@dataclass
-class DistributedTrainerConfig(LocalTrainerConfig):
+    # Distributed keys (ignored by one in-process worker):
     num_workers: int | None = None  # null: one per GPU when the cluster has GPUs, else 1
-    use_gpu: Any = None  # null: true when the cluster has a GPU
+    use_gpu: bool | None = None  # null: true when the cluster (or this machine) has a GPU
     resources_per_worker: dict[str, float] = field(default_factory=lambda: {"CPU": 1.0})
-    logdir: str | None = None  # worker logs; null = <run dir>/workers
-    max_retries: int = 3  # restarts of failed workers, resuming from the last checkpoint
+    placement: str | None = None  # spread | pack; null: spread on CPU, pack on GPU
+    logdir: str | None = None  # worker logs (rank-N.log); null = <run dir>/workers
+    max_retries: int = 3  # restarts after a lost worker, resuming from the last checkpoint
     compression: str = "none"  # none | fp16 gradient compression
-
-
-@dataclass
-class HorovodTrainerConfig(DistributedTrainerConfig):
-    _target_: str = "runner.training.trainers.HorovodTrainer"
     # Elastic Horovod: train on as many workers as are alive, between these bounds.
     min_workers: int | None = None
     max_workers: int | None = None
@@ -163,10 +231,48 @@ class HorovodTrainerConfig(DistributedTrainerConfig):
     # the hosts for common ones (loopback when every worker is on one host).
     nics: list[str] | None = None
 
+    def __post_init__(self):
+        t = "trainer"
+        _one_of(self.strategy, STRATEGIES, f"{t}.strategy")
+        _require(self.epochs >= 1, f"{t}.epochs", "at least 1", self.epochs)
+        _require(self.batch_size >= 1, f"{t}.batch_size", "at least 1", self.batch_size)
+        _require(self.learning_rate > 0, f"{t}.learning_rate", "> 0", self.learning_rate)
+        _one_of(self.optimizer, OPTIMIZERS, f"{t}.optimizer")
+        _require(self.weight_decay >= 0, f"{t}.weight_decay", "0 or more", self.weight_decay)
+        _require(
+            self.checkpoint_every >= 1, f"{t}.checkpoint_every", "at least 1", self.checkpoint_every
+        )
+        if self.num_threads is not None:
+            _require(
+                self.num_threads >= 1, f"{t}.num_threads", "at least 1, or null", self.num_threads
+            )
+        _one_of(str(self.precision), PRECISIONS, f"{t}.precision")
+        _one_of(self.learning_rate_scaling, LR_SCALING, f"{t}.learning_rate_scaling")
+        _require(self.warmup_epochs >= 0, f"{t}.warmup_epochs", "0 or more", self.warmup_epochs)
+        for key in ("num_workers", "min_workers", "max_workers"):
+            value = getattr(self, key)
+            if value is not None:
+                _require(value >= 1, f"{t}.{key}", "at least 1, or null", value)
+        if self.min_workers and self.max_workers:
+            _require(
+                self.max_workers >= self.min_workers,
+                f"{t}.max_workers",
+                f"at least trainer.min_workers={self.min_workers}",
+                self.max_workers,
+            )
+        for resource, amount in self.resources_per_worker.items():
+            _require(amount >= 0, f"{t}.resources_per_worker.{resource}", "0 or more", amount)
+        if self.placement is not None:
+            _one_of(self.placement, PLACEMENTS, f"{t}.placement")
+        _require(self.max_retries >= 0, f"{t}.max_retries", "0 or more", self.max_retries)
+        _one_of(self.compression, COMPRESSIONS, f"{t}.compression")
 
-@dataclass
-class DDPTrainerConfig(DistributedTrainerConfig):
-    _target_: str = "runner.training.trainers.DDPTrainer"
+    @property
+    def elastic(self) -> bool:
+        return bool(self.min_workers)
+
+
+# ---------------------------------------------------------------- loader
 
 
 @dataclass
@@ -177,6 +283,12 @@ class LocalLoaderConfig:
     drop_last: bool = False
     eval_batch_size: int = 4096
 
+    def __post_init__(self):
+        _require(self.batch_size >= 1, "loader.batch_size", "at least 1", self.batch_size)
+        _require(
+            self.eval_batch_size >= 1, "loader.eval_batch_size", "at least 1", self.eval_batch_size
+        )
+
 
 @dataclass
 class RayLoaderConfig(LocalLoaderConfig):
@@ -186,10 +298,31 @@ class RayLoaderConfig(LocalLoaderConfig):
     prefetch_batches: int = 2
     seed: int = II("seed")
 
+    def __post_init__(self):
+        super().__post_init__()
+        if self.window_size_bytes is not None:
+            _require(
+                self.window_size_bytes >= 1,
+                "loader.window_size_bytes",
+                "at least 1, or null",
+                self.window_size_bytes,
+            )
+        _require(
+            self.prefetch_batches >= 0,
+            "loader.prefetch_batches",
+            "0 or more",
+            self.prefetch_batches,
+        )
+
 
 @dataclass
 class AutoLoaderConfig(RayLoaderConfig):
-    _target_: str = "runner.backends.auto.loader"  # Ray Data on Ray, the local reader otherwise
+    _target_: str = (
+        "runner.assembly.AutoLoader"  # Ray Data when distributed, the local reader otherwise
+    )
+
+
+# ---------------------------------------------------------------- run
 
 
 @dataclass
@@ -221,6 +354,49 @@ class RunConfig:
     # A trained model's directory (<run>/model) for command=predict|evaluate.
     model_dir: str | None = None
 
+    def __post_init__(self):
+        _one_of(self.command, COMMANDS, "command")
+
+
+def _unknown_keys(node, path: str):
+    """(dotted key, known keys) for every key of a schema-typed node that its schema lacks
+    (Hydra's `+key=value` adds such keys without a complaint)."""
+    if isinstance(node, DictConfig):
+        schema = OmegaConf.get_type(node)
+        known = (
+            {f.name for f in dataclasses.fields(schema)}
+            if dataclasses.is_dataclass(schema)
+            else None
+        )
+        for key in node.keys():
+            dotted = f"{path}{key}"
+            if known is not None and key not in known:
+                yield dotted, sorted(known)
+            elif not node._get_node(key)._is_missing() and not OmegaConf.is_interpolation(
+                node, key
+            ):
+                yield from _unknown_keys(node._get_node(key), f"{dotted}.")
+    elif isinstance(node, ListConfig):
+        for i in range(len(node)):
+            yield from _unknown_keys(node._get_node(i), f"{path}{i}.")
+
+
+def check_config(cfg: DictConfig) -> RunConfig:
+    """The composed config as typed settings: an unknown key or a value out of range
+    is a UserError naming it (and the closest known key)."""
+    for key, known in _unknown_keys(cfg, ""):
+        parent, _, name = key.rpartition(".")
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = (
+            f"did you mean {parent + '.' if parent else ''}{close[0]}?"
+            if close
+            else (
+                f"known keys{' of ' + parent if parent else ''}: {', '.join(k for k in known if k != '_target_')}"
+            )
+        )
+        raise UserError(f"{key} is not a config key; {hint}")
+    return OmegaConf.to_object(cfg)
+
 
 def register_configs() -> None:
     cs = ConfigStore.instance()
@@ -233,9 +409,7 @@ def register_configs() -> None:
     cs.store(group="processor", name="dask_schema", node=DaskProcessorConfig)
     cs.store(group="processor", name="modin_schema", node=ModinProcessorConfig)
     cs.store(group="processor", name="auto_schema", node=AutoProcessorConfig)
-    cs.store(group="trainer", name="local_schema", node=LocalTrainerConfig)
-    cs.store(group="trainer", name="horovod_schema", node=HorovodTrainerConfig)
-    cs.store(group="trainer", name="ddp_schema", node=DDPTrainerConfig)
+    cs.store(group="trainer", name="trainer_schema", node=TrainerConfig)
     cs.store(group="loader", name="local_schema", node=LocalLoaderConfig)
     cs.store(group="loader", name="ray_schema", node=RayLoaderConfig)
     cs.store(group="loader", name="auto_schema", node=AutoLoaderConfig)

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from runner.errors import UserError
 from runner.model.layout import Layout
 from runner.redact import redact
-from runner.training.metrics import METRICS
+from runner.scoring.metrics import METRICS
 
 MODEL_FILES = ("weights.pt", "meta.json", "config.yaml")
 

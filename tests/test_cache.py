@@ -11,8 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import ROOT, compose_config
 
-from runner.commands import Run, run_command
-from runner.processing.engines import PandasProcessor
+from runner.assembly import assemble
+from runner.commands import run_command
+from runner.processing.pandas_engine import PandasProcessor
 
 
 def entries(cache_dir):
@@ -136,7 +137,7 @@ class FailingProcessor(PandasProcessor):
     """Writes the first split, then fails: the crash the cache must survive."""
 
     def map_write(self, frame, fn, out):
-        from runner.processing.engines import write_splits
+        from runner.processing.partitions import write_splits
 
         write_splits({"train": fn(frame, 0)["train"]}, out, 0)  # one split written, then the crash
         raise OSError("disk full")
@@ -144,7 +145,7 @@ class FailingProcessor(PandasProcessor):
 
 def test_failed_build_leaves_nothing_readable(tmp_path, cache_dir):
     cfg = compose_config([f"cache_dir={cache_dir}", "command=preprocess"])
-    run = Run(cfg, tmp_path / "run")
+    run = assemble(cfg, tmp_path / "run")
     run.processor = FailingProcessor()
     from runner.commands import command_preprocess
 

@@ -15,7 +15,7 @@ from runner.processing.features import (
     transform_frame,
 )
 from runner.processing.split import assign_splits
-from runner.training.metrics import macro_f1, output_metrics, roc_auc
+from runner.scoring.metrics import macro_f1, output_metrics, roc_auc
 
 
 def fit(feature, values, parts=1):

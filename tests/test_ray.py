@@ -11,14 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import FAST, MIXED_MODEL, compose_config, mixed_table, run_cli
 
-from runner.backends.auto import detect
+from hydra.utils import instantiate
+
 from runner.backends.ray import RayBackend
 from runner.commands import run_command
+from runner.config import check_config
 from runner.errors import UserError
-from runner.processing.dask_engine import DaskProcessor
-from runner.processing.engines import PandasProcessor
 from runner.processing.features import FeatureSet
-from runner.processing.modin_engine import ModinProcessor
 from runner.processing.pipeline import preprocess
 from runner.processing.source import DataSource
 from runner.processing.split import SPLIT_NAMES
@@ -32,6 +31,15 @@ def ray_run(run_dir, cache_dir, *overrides):
         ["backend=ray", f"cache_dir={cache_dir}", "trainer.progress_bar=false", *overrides]
     )
     return run_command(cfg, run_dir)
+
+
+def engine(name, *overrides):
+    """A processor as the config makes it (its defaults come from the schema)."""
+    return instantiate(compose_config([f"processor={name}", *overrides]).processor)
+
+
+def ray_backend(*overrides) -> RayBackend:
+    return instantiate(compose_config(["backend=ray", *overrides]).backend)
 
 
 def processed(pre):
@@ -80,10 +88,10 @@ def test_pandas_dask_modin_produce_identical_caches(tmp_path, mixed_files, name)
         source = DataSource.from_config({"path": str(mixed_files / name)})
         features = model_features()
     engines = {
-        "pandas": PandasProcessor(),
-        "dask": DaskProcessor(parallelism=5, blocksize="20KB"),
-        "modin": ModinProcessor(parallelism=3),
-        "dask-streaming": DaskProcessor(persist=False, blocksize="20KB"),
+        "pandas": engine("pandas"),
+        "dask": engine("dask", "processor.parallelism=5", "processor.blocksize=20KB"),
+        "modin": engine("modin", "processor.parallelism=3"),
+        "dask-streaming": engine("dask", "processor.persist=false", "processor.blocksize=20KB"),
     }
     results = {
         k: preprocess(e, source, features, SPLIT, str(tmp_path / k)) for k, e in engines.items()
@@ -161,8 +169,9 @@ def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir):
     from runner.storage import Location
 
     split = Location(str(meta_path.parent / meta["data"] / "validation"))
-    layout = Layout.from_meta(meta, compose_config([]).model)
-    loader = RayDataLoader(batch_size=64, eval_batch_size=100)
+    layout = Layout.from_meta(meta, check_config(compose_config([])).model)
+    loader = instantiate(compose_config(["loader=ray", "loader.batch_size=64", "loader.eval_batch_size=100"]).loader)
+    assert isinstance(loader, RayDataLoader)
     shards = loader.shards(split, 2, equal=False)
     import threading
 
@@ -279,7 +288,7 @@ def test_bad_credentials_file(tmp_path, credentials, message):
 def test_unreachable_address_fails_fast():
     started = time.perf_counter()
     with pytest.raises(UserError, match="cannot reach a Ray cluster at 127.0.0.1:1"):
-        RayBackend(address="127.0.0.1:1", connect_timeout_s=2)._target_address()
+        ray_backend("backend.address=127.0.0.1:1", "backend.connect_timeout_s=2").runtime.target_address()
     assert time.perf_counter() - started < 5
 
 
@@ -339,9 +348,10 @@ def test_auto_choices_follow_data_size_and_trainer(tmp_path, cache_dir, caplog):
 
 
 def test_auto_detection(monkeypatch):
-    assert detect().name == "ray"  # this process is connected to Ray
+    auto = instantiate(compose_config([]).backend, _convert_="all")
+    assert auto.detect().name == "ray"  # this process is connected to Ray
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
-    assert detect().name == "ray"
+    assert auto.detect().name == "ray"
 
 
 def test_empty_partitions_never_crash(tmp_path, cache_dir):

@@ -2,7 +2,8 @@
 
 Rank 0 preprocesses first while the others wait, then every rank finds the
 cache entry (use a cache_dir all hosts can read, e.g. s3://, across machines);
-each rank trains on its shard of the cache; only rank 0 writes the outputs.
+each rank trains on its shard of the cache; all ranks share rank 0's run dir, and
+only rank 0 writes the outputs.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ def launched_by_horovodrun() -> str | None:
 
 class HorovodBackend:
     name = "horovod"
+    runs_on_ray = False
+    launched_ranks = True
 
     def __enter__(self):
         import horovod.torch as hvd
@@ -42,7 +45,6 @@ class HorovodBackend:
         return self.rank == 0
 
     def main_first(self, fn):
-        """fn on rank 0, then on the others (which then find rank 0's work, e.g. the cache)."""
         if self.is_main:
             try:
                 result = fn()
@@ -51,6 +53,9 @@ class HorovodBackend:
             return result
         self.hvd.broadcast_object(None, root_rank=0, name="main_first")
         return fn()
+
+    def share(self, value):
+        return self.hvd.broadcast_object(value, root_rank=0, name="share")
 
     def __exit__(self, *exc) -> None:
         self.hvd.shutdown()

@@ -3,10 +3,17 @@
 
 class LocalBackend:
     name = "local"
+    runs_on_ray = False
+    launched_ranks = False
     is_main = True
+    rank = 0
+    size = 1
 
     def main_first(self, fn):
         return fn()
+
+    def share(self, value):
+        return value
 
     def __enter__(self):
         return self

@@ -21,13 +21,10 @@ class LocalShard:
 
 
 class LocalLoader:
-    def __init__(
-        self,
-        batch_size: int = 256,
-        shuffle: bool = True,
-        drop_last: bool = False,
-        eval_batch_size: int = 4096,
-    ):
+    runs_on_ray = False
+    reshardable = True
+
+    def __init__(self, batch_size: int, shuffle: bool, drop_last: bool, eval_batch_size: int):
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from runner.loading.tensors import TensorTable
 from runner.model.layout import Layout
+from runner.runtime import require_ray
 from runner.storage import Location
 
 log = logging.getLogger(__name__)
@@ -51,16 +52,19 @@ def split_size(split: Location) -> tuple[int, float]:
 
 
 class RayDataLoader:
+    runs_on_ray = True
+    reshardable = False  # streaming_split shards are fixed for the run
+
     def __init__(
         self,
-        batch_size: int = 256,
-        shuffle: bool = True,
-        drop_last: bool = False,
-        eval_batch_size: int = 4096,
-        fully_executed: bool = True,
-        window_size_bytes: int | None = None,
-        prefetch_batches: int = 2,
-        seed: int = 0,
+        batch_size: int,
+        shuffle: bool,
+        drop_last: bool,
+        eval_batch_size: int,
+        fully_executed: bool,
+        window_size_bytes: int | None,
+        prefetch_batches: int,
+        seed: int,
     ):
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
@@ -73,9 +77,7 @@ class RayDataLoader:
         self.seed = int(seed)
 
     def shards(self, split: Location, world_size: int, equal: bool) -> list[RayShard]:
-        from runner.backends.ray import ensure_ray
-
-        ensure_ray("loader=ray")
+        require_ray("loader=ray")
         import ray.data
 
         rows, bytes_per_row = split_size(split)

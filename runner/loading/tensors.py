@@ -9,8 +9,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from runner.model.layout import Layout
-from runner.model.network import CATEGORY, NUMERIC, text_key
+from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
 from runner.processing.features import ROW_ID
 
 

@@ -9,6 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from runner.config import ModelConfig
+
+# The input groups of a batch (what the loader builds and the network reads).
+NUMERIC = "numeric"
+CATEGORY = "category"
+
+
+def text_key(name: str) -> str:
+    return f"text:{name}"
+
 
 @dataclass
 class OutputSpec:
@@ -26,12 +36,11 @@ class Layout:
     outputs: list[OutputSpec]
 
     @classmethod
-    def from_meta(cls, meta: dict, model_cfg: dict) -> Layout:
-        default_embedding = int(model_cfg.get("embedding_size", 16))
+    def from_meta(cls, meta: dict, model: ModelConfig) -> Layout:
         numeric, categories, texts, outputs = [], [], [], []
         for name in meta["input_features"]:
             info = meta["features"][name]
-            embedding = _feature_embedding(model_cfg, name) or default_embedding
+            embedding = model.embedding_of(name)
             if info["type"] in ("number", "binary"):
                 numeric.append(name)
             elif info["type"] == "category":
@@ -50,10 +59,3 @@ class Layout:
             else:
                 outputs.append(OutputSpec(name, "number", 1))
         return cls(numeric, categories, texts, outputs)
-
-
-def _feature_embedding(model_cfg: dict, name: str) -> int | None:
-    for feature in model_cfg.get("input_features", []):
-        if feature["name"] == name:
-            return feature.get("embedding_size")
-    return None

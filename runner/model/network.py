@@ -5,14 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from runner.model.layout import Layout
-
-NUMERIC = "numeric"
-CATEGORY = "category"
-
-
-def text_key(name: str) -> str:
-    return f"text:{name}"
+from runner.config import ModelConfig
+from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
 
 
 class TextEncoder(nn.Module):
@@ -66,3 +60,8 @@ class TabularModel(nn.Module):
         parts += [encoder(inputs[text_key(name)]) for name, encoder in self.texts.items()]
         hidden = self.mlp(torch.cat(parts, dim=1))
         return {name: head(hidden) for name, head in self.heads.items()}
+
+
+def build_model(layout: Layout, model: ModelConfig) -> TabularModel:
+    """The network for this data layout and model config (model.combiner=concat)."""
+    return TabularModel(layout, model.hidden_size, model.num_layers, model.dropout)

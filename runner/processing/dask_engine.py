@@ -7,15 +7,9 @@ import functools
 import logging
 
 from runner.errors import UserError
-from runner.processing.engines import (
-    CSV_NULLS,
-    PartitionFn,
-    csv_header,
-    merge_reports,
-    offsets_of,
-    process_partition,
-    require_ray,
-)
+from runner.processing.base import PartitionFn
+from runner.processing.partitions import merge_reports, offsets_of, process_partition, require_ray
+from runner.processing.reading import CSV_NULLS, csv_header
 from runner.processing.source import DataSource
 from runner.processing.synthetic import chunk_sizes, synthetic_chunk
 from runner.storage import Location
@@ -25,10 +19,9 @@ log = logging.getLogger(__name__)
 
 class DaskProcessor:
     name = "dask"
+    runs_on_ray = True
 
-    def __init__(
-        self, parallelism: int | None = None, persist: bool = True, blocksize: str = "64MB"
-    ):
+    def __init__(self, parallelism: int | None, persist: bool, blocksize: str):
         self.parallelism = parallelism
         self.persist = persist
         self.blocksize = blocksize

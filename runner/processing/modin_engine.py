@@ -6,23 +6,18 @@ from __future__ import annotations
 import pandas as pd
 
 from runner.errors import UserError
-from runner.processing.engines import (
-    CSV_NULLS,
-    PartitionFn,
-    csv_header,
-    merge_reports,
-    offsets_of,
-    process_partition,
-    require_ray,
-)
+from runner.processing.base import PartitionFn
+from runner.processing.partitions import merge_reports, offsets_of, process_partition, require_ray
+from runner.processing.reading import CSV_NULLS, csv_header
 from runner.processing.source import DataSource
 from runner.storage import Location
 
 
 class ModinProcessor:
     name = "modin"
+    runs_on_ray = True
 
-    def __init__(self, parallelism: int | None = None):
+    def __init__(self, parallelism: int | None):
         self.parallelism = parallelism
 
     def _modin(self):

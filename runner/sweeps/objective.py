@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from runner.errors import UserError
-from runner.training.metrics import higher_is_better
+from runner.scoring.metrics import higher_is_better
 
 SPLITS = {"train": "train", "val": "validation", "validation": "validation", "test": "test"}
 

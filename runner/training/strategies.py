@@ -32,7 +32,7 @@ class LocalStrategy:
     world_size = 1
     local_size = 1  # workers of this run on this machine
 
-    def __init__(self, use_gpu: bool = False):
+    def __init__(self, use_gpu: bool):
         self.device = pick_device(use_gpu)
 
     @property
@@ -56,7 +56,7 @@ class HorovodStrategy(LocalStrategy):
 
     name = "horovod"
 
-    def __init__(self, use_gpu: bool = False, compression: str = "none"):
+    def __init__(self, use_gpu: bool, compression: str):
         import horovod.torch as hvd
 
         hvd.init()
@@ -99,7 +99,7 @@ class DDPStrategy(LocalStrategy):
 
     name = "ddp"
 
-    def __init__(self, use_gpu: bool = False, compression: str = "none"):
+    def __init__(self, use_gpu: bool, compression: str):
         import torch.distributed as dist
 
         self.dist = dist

@@ -7,7 +7,7 @@ import pandas as pd
 
 from runner.model.layout import Layout
 from runner.processing.features import FeatureSet
-from runner.training.metrics import METRICS, output_metrics
+from runner.scoring.metrics import METRICS, output_metrics
 
 
 class Decoders:

@@ -1,0 +1,233 @@
+"""From the composed config to the run's components, with every `auto` choice
+resolved in one visible place and each pick logged with its reason.
+
+Order matters: the backend is decided first (backend=auto also looks at what the
+trainer and the explicitly chosen components need), then, inside the backend's
+context, the trainer, the processor and the loader.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from runner.backends.auto import AutoBackend
+from runner.backends.base import Backend
+from runner.config import RunConfig, TrainerConfig, check_config
+from runner.errors import UserError
+from runner.loading.base import Loader
+from runner.loading.local import LocalLoader
+from runner.processing.base import Processor
+from runner.processing.pandas_engine import PandasProcessor
+from runner.processing.source import DataSource
+from runner.storage import load_credentials
+from runner.training.base import Trainer
+
+log = logging.getLogger("runner")
+
+
+class AutoProcessor:
+    """processor=auto: Dask on Ray for data of dask_min_bytes or more; pandas for smaller data,
+    where spreading it over tasks costs more than it saves (and locally)."""
+
+    runs_on_ray = False  # until resolved: it never asks for Ray by itself
+
+    def __init__(self, parallelism: int | None, persist: bool, blocksize: str, dask_min_bytes: int):
+        self.dask = {"parallelism": parallelism, "persist": persist, "blocksize": blocksize}
+        self.dask_min_bytes = dask_min_bytes
+
+    def resolve(self, backend: Backend, source: DataSource) -> Processor:
+        if not backend.runs_on_ray:
+            return PandasProcessor()
+        size, limit = source.size_bytes(), self.dask_min_bytes
+        if size >= limit:
+            from runner.processing.dask_engine import DaskProcessor
+
+            log.info(
+                "processor=auto picked dask: %.0f MB of data (processor.dask_min_bytes=%.0f MB)",
+                size / 2**20,
+                limit / 2**20,
+            )
+            return DaskProcessor(**self.dask)
+        log.info(
+            "processor=auto picked pandas: %.1f MB of data is below processor.dask_min_bytes=%.0f MB",
+            size / 2**20,
+            limit / 2**20,
+        )
+        return PandasProcessor()
+
+
+class AutoLoader:
+    """loader=auto: Ray Data for distributed or windowed training on Ray; the local Arrow reader
+    when one process trains from data that fits (Ray Data's machinery buys nothing there),
+    and for elastic training (its shards are cut again when workers come and go)."""
+
+    runs_on_ray = False
+
+    def __init__(self, **settings):
+        self.settings = settings
+
+    def resolve(self, backend: Backend, trainer: Trainer) -> Loader:
+        windowed = bool(self.settings["window_size_bytes"])
+        if backend.runs_on_ray and trainer.settings.elastic:
+            log.info("loader=auto picked local: elastic training re-shards the cache")
+        elif backend.runs_on_ray and (trainer.distributed or windowed):
+            from runner.loading.ray_data import RayDataLoader
+
+            log.info(
+                "loader=auto picked ray: %s",
+                "distributed training" if trainer.distributed else "windowed loading",
+            )
+            return RayDataLoader(**self.settings)
+        keep = ("batch_size", "shuffle", "drop_last", "eval_batch_size")
+        return LocalLoader(**{k: self.settings[k] for k in keep})
+
+
+class TrainerChoice:
+    """What instantiate makes of every trainer option: the typed settings, resolved into a
+    trainer once the backend is known (trainer=auto picks the strategy from where it runs)."""
+
+    def __init__(self, **settings):
+        # Through OmegaConf: nested settings arrive as dicts or dataclasses; types are checked.
+        self.settings: TrainerConfig = OmegaConf.to_object(
+            OmegaConf.merge(OmegaConf.structured(TrainerConfig), settings)
+        )
+
+    def many_workers(self) -> str | None:
+        """Why this run needs several workers (hence Ray), if it does."""
+        s = self.settings
+        if s.num_workers and s.num_workers > 1:
+            return f"trainer.num_workers={s.num_workers}"
+        if s.elastic:
+            return f"trainer.min_workers={s.min_workers}"
+        return None
+
+    def wants_ray(self) -> str | None:
+        if self.settings.strategy in ("horovod", "ddp"):
+            return f"trainer={self.settings.strategy}"
+        return self.many_workers() if self.settings.strategy == "auto" else None
+
+    def resolve(self, backend: Backend) -> Trainer:
+        s = self.settings
+        strategy, reason = s.strategy, None
+        if strategy == "auto":
+            strategy, reason = self._pick(backend)
+            log.info("trainer=auto picked %s: %s", strategy, reason)
+        elif strategy == "local" and self.many_workers():
+            raise UserError(
+                f"trainer=local trains in one process, but {self.many_workers()} asks for more; "
+                "use trainer=auto (or horovod, ddp) with backend=ray"
+            )
+        if strategy == "local":
+            from runner.training.trainers import LocalTrainer
+
+            return LocalTrainer(s)
+        if strategy == "ddp":
+            from runner.training.ddp_trainer import DDPTrainer
+
+            return DDPTrainer(s)
+        from runner.training.horovod_trainer import HorovodTrainer
+
+        return HorovodTrainer(s)
+
+    def _pick(self, backend: Backend) -> tuple[str, str]:
+        many = self.many_workers()
+        if backend.launched_ranks:
+            return "horovod", f"this process is one of {backend.size} ranks launched by horovodrun"
+        if many and not backend.runs_on_ray:
+            raise UserError(
+                f"{many} trains several workers on Ray; add backend=ray (or leave backend=auto, "
+                "which starts a local Ray when no cluster is reachable), or set trainer.num_workers=1"
+            )
+        if many:
+            return "horovod", f"{many} on Ray (Horovod on Ray; trainer=ddp for DDP)"
+        if backend.runs_on_ray and self.settings.num_workers is None:
+            gpus = _cluster_gpus(backend)
+            if gpus:
+                return (
+                    "horovod",
+                    f"trainer.num_workers=null and the cluster has {gpus:g} GPU(s): one worker each",
+                )
+        return "local", "one worker trains in this process"
+
+
+def _cluster_gpus(backend) -> float:
+    """GPUs of the cluster this Ray backend attaches to; of this machine when it would start
+    a local Ray (so that a small local run does not start Ray just to count them)."""
+    runtime = backend.runtime
+    if runtime.attaching:
+        return runtime.start().cluster_resources().get("GPU", 0.0)
+    if runtime.num_gpus is not None:
+        return float(runtime.num_gpus)
+    import torch
+
+    return float(torch.cuda.device_count())
+
+
+@dataclass
+class Run:
+    """One invocation: the config, its typed settings, its output dir, and its components."""
+
+    cfg: DictConfig  # as composed (saved beside the model)
+    settings: RunConfig
+    run_dir: Path
+    backend: Backend
+    trainer_choice: TrainerChoice
+    source: DataSource
+    cache_options: dict = field(default_factory=dict)
+    # Until resolve_components: possibly AutoProcessor / AutoLoader; after it, the real ones.
+    processor: Processor | AutoProcessor | None = None
+    loader: Loader | AutoLoader | None = None
+    trainer: Trainer | None = None
+
+    def resolve_components(self) -> None:
+        """Inside the backend's context: every remaining `auto` resolved, each pick logged."""
+        self.trainer = self.trainer_choice.resolve(self.backend)
+        if isinstance(self.processor, AutoProcessor):
+            self.processor = self.processor.resolve(self.backend, self.source)
+        if isinstance(self.loader, AutoLoader):
+            self.loader = self.loader.resolve(self.backend, self.trainer)
+        log.info(
+            "components: backend %s, processor %s, loader %s, trainer %s",
+            self.backend.name,
+            self.processor.name,
+            type(self.loader).__name__,
+            self.trainer.name,
+        )
+
+
+def assemble(cfg: DictConfig, run_dir: str | Path) -> Run:
+    """Checks the config, builds the backend (backend=auto decided here) and the data source."""
+    settings = check_config(cfg)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    trainer_choice = instantiate(cfg.trainer, _convert_="object")
+    processor = instantiate(cfg.processor)
+    loader = instantiate(cfg.loader)
+    backend = instantiate(cfg.backend, _convert_="all")
+    if isinstance(backend, AutoBackend):
+        named = [
+            f"{group}={getattr(c, 'name', 'ray')}"
+            for group, c in (("processor", processor), ("loader", loader))
+            if c.runs_on_ray
+        ]
+        backend = backend.detect(trainer_choice.wants_ray() or next(iter(named), None))
+    source = DataSource.from_config(OmegaConf.to_container(cfg.dataset, resolve=True))
+    credentials = settings.cache_credentials
+    if isinstance(credentials, DictConfig):
+        credentials = OmegaConf.to_container(credentials, resolve=True)
+    return Run(
+        cfg,
+        settings,
+        run_dir,
+        backend,
+        trainer_choice,
+        source,
+        load_credentials(credentials),
+        processor=processor,
+        loader=loader,
+    )

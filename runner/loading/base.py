@@ -1,0 +1,36 @@
+"""The loader seam: from a cached split to torch batches.
+
+The driver cuts a split into one shard handle per worker (`shards`); each worker
+opens its own (`open`) and iterates training batches and evaluation chunks. The
+local Arrow reader and Ray Data differ only behind these four calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol, runtime_checkable
+
+from runner.loading.tensors import TensorTable
+from runner.model.layout import Layout
+from runner.storage import Location
+
+
+@runtime_checkable
+class Loader(Protocol):
+    runs_on_ray: bool  # shards are Ray Data streams (needs the Ray backend)
+    reshardable: bool  # shards can be cut again mid-run (elastic training)
+    batch_size: int
+    eval_batch_size: int
+
+    def shards(self, split: Location, world_size: int, equal: bool) -> list[Any]:
+        """One handle per worker, made on the driver. equal: the same row count for every
+        worker (training); otherwise every row exactly once (validation, test)."""
+
+    def open(self, shard, layout: Layout, equal: bool = False) -> Any:
+        """The worker's data for its handle."""
+
+    def train_batches(self, data, epoch: int, seed: int) -> Iterator[tuple[dict, dict]]:
+        """(inputs, targets) batches of one epoch, shuffled by (seed, epoch) when asked."""
+
+    def eval_batches(self, data) -> Iterator[TensorTable]:
+        """Chunks in order, for evaluation and scoring."""

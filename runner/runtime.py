@@ -1,0 +1,173 @@
+"""The Ray runtime handle: the one place that starts or attaches to Ray.
+
+The Ray backend owns a RayRuntime and activates it for the command in progress;
+components that need Ray (Dask and Modin processors, the Ray Data loader, the
+distributed trainers) ask `require_ray(what)` for the ray module. Ray then starts
+lazily, the first time a component needs it, so a small run whose choices are all
+local never pays Ray's start-up. Nothing else calls ray.init, and nothing below the
+backends imports them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+
+from runner.errors import UserError
+
+log = logging.getLogger(__name__)
+CURRENT_CLUSTER_FILE = "/tmp/ray/ray_current_cluster"
+
+
+def running_cluster_address() -> str | None:
+    """The address of the Ray cluster started on this machine (`ray start`), if it answers."""
+    try:
+        with open(CURRENT_CLUSTER_FILE) as handle:
+            address = handle.read().strip()
+    except OSError:
+        return None
+    return address if address and reachable(address, timeout=1.0) else None
+
+
+def reachable(address: str, timeout: float) -> bool:
+    target = address.split("://", 1)[-1]
+    host, _, port = target.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def session_active() -> bool:
+    """Whether this process is connected to Ray (never imports Ray to find out)."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
+def current_node() -> str:
+    """The Ray node this code runs on ("local" outside Ray)."""
+    if session_active():
+        return sys.modules["ray"].get_runtime_context().get_node_id()
+    return "local"
+
+
+class RayRuntime:
+    """Attach to a cluster (address, RAY_ADDRESS, "auto") or start a local Ray, lazily;
+    shut down only what this run started."""
+
+    def __init__(
+        self,
+        address: str | None,
+        num_cpus: float | None,
+        num_gpus: float | None,
+        object_store_memory: int | None,
+        connect_timeout_s: float,
+    ):
+        self.address = address
+        self.num_cpus = num_cpus
+        self.num_gpus = num_gpus
+        self.object_store_memory = object_store_memory
+        self.connect_timeout_s = connect_timeout_s
+        self.started = False
+        self._target: str | None = None
+        self._initialized_here = False
+
+    def target_address(self) -> str | None:
+        """The cluster to attach to (None: start a local one); an unreachable one fails now."""
+        address = self.address or os.environ.get("RAY_ADDRESS")
+        if address in (None, "", "local"):
+            return None
+        if address == "auto":
+            found = running_cluster_address()
+            if found is None:
+                raise UserError(
+                    "backend.address=auto but no Ray cluster is running here; start one with "
+                    "`ray start --head`, or set backend.address=null to start a local one"
+                )
+            return found
+        if not reachable(address, self.connect_timeout_s):
+            raise UserError(
+                f"cannot reach a Ray cluster at {address} within {self.connect_timeout_s:g}s; "
+                "check backend.address (or RAY_ADDRESS), or set backend.address=null to start a local one"
+            )
+        return address
+
+    @property
+    def attaching(self) -> bool:
+        """Whether this run uses an existing cluster (rather than starting a local Ray)."""
+        return session_active() or self._target is not None
+
+    def check(self) -> None:
+        """Fails in seconds when the configured cluster cannot be reached (before any work)."""
+        if not session_active():
+            self._target = self.target_address()
+
+    def start(self):
+        """Starts or attaches to Ray (once); returns the ray module."""
+        import ray
+
+        if self.started:
+            return ray
+        self.started = True
+        quiet_ray_data()
+        if ray.is_initialized():
+            log.info("ray backend: using the Ray session this process already has")
+            return ray
+        if self._target:
+            try:
+                ray.init(address=self._target, log_to_driver=True)
+            except ConnectionError as exc:
+                raise UserError(
+                    f"cannot attach to the Ray cluster at {self._target} ({exc}); check backend.address "
+                    "(or RAY_ADDRESS) and that the cluster runs the same Ray version"
+                ) from None
+            log.info("ray backend: attached to the cluster at %s", self._target)
+        else:
+            ray.init(
+                num_cpus=self.num_cpus,
+                num_gpus=self.num_gpus,
+                object_store_memory=self.object_store_memory,
+                include_dashboard=False,
+            )
+            log.info(
+                "ray backend: started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU")
+            )
+        self._initialized_here = True
+        return ray
+
+    def stop(self) -> None:
+        if self._initialized_here:
+            import ray
+
+            ray.shutdown()  # disconnects from an attached cluster; stops one we started
+            self._initialized_here = False
+
+
+def quiet_ray_data() -> None:
+    """Ray Data logs every execution at INFO and draws progress bars; the run's own log says enough."""
+    import ray.data
+
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+_ACTIVE: RayRuntime | None = None  # the runtime of the command in progress (set by the Ray backend)
+
+
+def activate(runtime: RayRuntime | None) -> None:
+    global _ACTIVE
+    _ACTIVE = runtime
+
+
+def require_ray(what: str, fix: str = "add backend=ray"):
+    """The ray module, with Ray started or attached by the active runtime on first use;
+    a UserError naming `what` when this run has no Ray."""
+    if _ACTIVE is not None:
+        return _ACTIVE.start()
+    if session_active():
+        return sys.modules["ray"]
+    raise UserError(f"{what} runs on Ray; {fix}")

@@ -1,0 +1,87 @@
+"""The one scoring path: a model over evaluation chunks, in inference mode, on a
+device and precision. Validation during training, the test split, predict and
+evaluate all go through `score`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from runner.model.layout import Layout
+
+# trainer.precision -> autocast dtype (None: full precision)
+AUTOCAST = {"32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class Inference:
+    """Moves inputs to the device and runs the model under the precision's autocast."""
+
+    def __init__(self, model: nn.Module, device: torch.device, autocast_dtype=None):
+        self.model, self.device, self.autocast_dtype = model, device, autocast_dtype
+
+    def to_device(self, tensors: dict) -> dict:
+        if self.device.type == "cpu":
+            return tensors
+        return {k: v.to(self.device, non_blocking=True) for k, v in tensors.items()}
+
+    def autocast(self):
+        return torch.autocast(
+            self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None
+        )
+
+    def chunks(self, chunks: Iterable) -> Iterator[tuple[object, dict[str, torch.Tensor]]]:
+        """Evaluation chunks moved to the device, outputs back on the CPU in float32."""
+        self.model.eval()
+        for chunk in chunks:
+            with torch.inference_mode(), self.autocast():
+                outputs = self.model(self.to_device(chunk.inputs))
+            yield chunk, {k: v.float().cpu() for k, v in outputs.items()}
+
+
+@dataclass
+class Scored:
+    """Model outputs over a split, with the targets and raw row numbers they belong to."""
+
+    logits: dict[str, np.ndarray]
+    targets: dict[str, np.ndarray]
+    row_ids: np.ndarray
+
+
+def score(
+    model: nn.Module, chunks: Iterable, layout: Layout, inference: Inference | None = None
+) -> Scored:
+    """Runs the model over evaluation chunks (TensorTables) in inference mode."""
+    inference = inference or Inference(model, torch.device("cpu"))
+    logits: dict[str, list] = {spec.name: [] for spec in layout.outputs}
+    targets: dict[str, list] = {spec.name: [] for spec in layout.outputs}
+    rows = []
+    for chunk, outputs in inference.chunks(chunks):
+        for name, z in outputs.items():
+            logits[name].append(z.numpy())
+        for name, y in chunk.targets.items():
+            targets[name].append(y.numpy())
+        rows.append(chunk.row_ids.numpy())
+    # Unlabelled data (predict) has no targets; an empty shard still reports empty ones.
+    with_targets = any(targets.values()) or not rows
+    return Scored(
+        stack_outputs(layout, logits, "logits"),
+        stack_outputs(layout, targets, "targets") if with_targets else {},
+        np.concatenate(rows) if rows else np.zeros(0, np.int64),
+    )
+
+
+def stack_outputs(layout: Layout, parts: dict[str, list], kind: str) -> dict[str, np.ndarray]:
+    """Concatenated per-output arrays; a worker with no rows still returns every output (empty)."""
+    out = {}
+    for spec in layout.outputs:
+        if parts[spec.name]:
+            out[spec.name] = np.concatenate(parts[spec.name])
+        elif kind == "logits":
+            out[spec.name] = np.zeros((0, spec.size), np.float32)
+        else:
+            out[spec.name] = np.zeros(0, np.int64 if spec.type == "category" else np.float32)
+    return out

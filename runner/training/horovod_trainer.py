@@ -1,0 +1,203 @@
+"""trainer=horovod: Horovod on Ray (horovod.ray.RayExecutor, workers are Ray actors),
+or in this process as one rank under horovodrun (the backend launched the ranks)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from runner.backends.base import Backend
+from runner.errors import UserError
+from runner.training import workers as worker_setup
+from runner.training.base import JobFactory
+from runner.training.job import TrainingJob, TrainingResult
+from runner.training.loop import run_training
+from runner.training.trainers import DistributedTrainer, WorkerLost, collect, local_gpu
+
+
+def _horovod_worker(job: TrainingJob, elastic: bool = False) -> TrainingResult | None:
+    from runner.training.strategies import ElasticHorovodStrategy, HorovodStrategy
+
+    kind = ElasticHorovodStrategy if elastic else HorovodStrategy
+    strategy = kind(use_gpu=job.use_gpu, compression=job.settings.compression)
+    worker_setup.log_to_file(worker_setup.log_dir(job.settings.logdir, job.run_dir), strategy.rank)
+    result = run_training(job, strategy)
+    return result if strategy.is_main else None
+
+
+def _worker_env() -> dict[str, str]:
+    """HOROVOD_* tuning variables of the driver (cycle time, fusion threshold, ...) reach the workers."""
+    return {
+        "PYTHONUNBUFFERED": "1",
+        **{k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")},
+    }
+
+
+def _executor_class():
+    """RayExecutor whose workers go into a placement group of ours: SPREAD or PACK, and bundles
+    holding every resource of trainer.resources_per_worker (Horovod 0.28.1 always packs, and
+    asks for CPU and GPU only)."""
+    from horovod.ray import RayExecutor
+    from horovod.ray.strategy import PGStrategy
+
+    class PlacedExecutor(RayExecutor):
+        # Set before start(): our group (None: Horovod's own) and the non-CPU/GPU resources.
+        placement_group = None
+        extra_resources: dict[str, float] = {}
+
+        def _initialize_adapter(self):
+            super()._initialize_adapter()
+            adapter, group, extra = self.adapter, self.placement_group, self.extra_resources
+            if group is not None and hasattr(adapter, "_create_strategy"):
+
+                def strategy():
+                    # A given group: each worker takes one of its bundles (bundle index -1).
+                    return PGStrategy(
+                        settings=adapter.settings,
+                        num_workers=adapter.num_workers,
+                        use_gpu=adapter.use_gpu,
+                        cpus_per_worker=adapter.cpus_per_worker,
+                        gpus_per_worker=adapter.gpus_per_worker,
+                        placement_group=group,
+                    )
+
+                adapter._create_strategy = strategy
+            if extra and hasattr(
+                adapter, "_create_resources"
+            ):  # elastic workers: custom resources too
+                create = adapter._create_resources
+
+                def resources(hostname):
+                    made = create(hostname)
+                    return {**made, "resources": {**made.get("resources", {}), **extra}}
+
+                adapter._create_resources = resources
+
+    return PlacedExecutor
+
+
+class HorovodTrainer(DistributedTrainer):
+    name = "horovod"
+
+    def world_size(self, backend: Backend) -> int:
+        if backend.launched_ranks:
+            return backend.size
+        if self.settings.elastic:
+            return self.settings.max_workers or self.settings.min_workers
+        return super().world_size(backend)
+
+    def _min_workers(self, workers: int) -> int:
+        # An elastic run needs room for its minimum only; it grows into what is free.
+        return self.settings.min_workers if self.settings.elastic else workers
+
+    def _needs_ray(self, backend: Backend) -> None:
+        if not backend.runs_on_ray:
+            raise UserError(
+                "trainer=horovod runs on Ray: add backend=ray (or launch with horovodrun and backend=horovod)"
+            )
+
+    def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult:
+        if backend.launched_ranks:  # under horovodrun: this process is one rank
+            job = replace(make_job(backend.size), use_gpu=local_gpu(self.settings.use_gpu))
+            return _horovod_worker(job)
+        return super().fit(make_job, backend)
+
+    def _placement(self, workers: int):
+        """(placement group, resources beyond CPU and GPU) for the workers."""
+        import ray
+        from ray.util.placement_group import placement_group
+
+        group = placement_group(
+            [dict(self.resources) for _ in range(workers)], strategy=self.placement.upper()
+        )
+        try:
+            ray.get(group.ready(), timeout=60)
+        except Exception:
+            ray.util.remove_placement_group(group)
+            raise UserError(
+                f"the cluster cannot place {workers} workers with {self.resources} each "
+                f"(trainer.placement={self.placement}) within 60s; lower trainer.num_workers or "
+                "trainer.resources_per_worker"
+            ) from None
+        return group
+
+    def _run(self, job: TrainingJob, workers: int) -> TrainingResult:
+        import ray
+        from horovod.ray import RayExecutor
+
+        resources = self.resources
+        placement = {
+            "cpus_per_worker": resources.get("CPU", 1.0),
+            "use_gpu": job.use_gpu,
+            "gpus_per_worker": resources.get("GPU") if job.use_gpu else None,
+        }
+        extra = {k: v for k, v in resources.items() if k not in ("CPU", "GPU")}
+        settings = RayExecutor.create_settings(
+            timeout_s=60, placement_group_timeout_s=60, nics=self._nics()
+        )
+        if self.settings.elastic:
+            return self._run_elastic(job, settings, placement, extra)
+        group = self._placement(workers)
+        executor = _executor_class()(settings, num_workers=workers, **placement)
+        executor.placement_group, executor.extra_resources = group, extra
+        try:
+            executor.start(extra_env_vars=_worker_env())
+            results = collect(executor.run_remote(_horovod_worker, args=[job]))
+        finally:
+            executor.shutdown()
+            ray.util.remove_placement_group(group)
+        return next(r for r in results if r is not None)
+
+    def _nics(self) -> set[str] | None:
+        """The interfaces for traffic between hosts: trainer.nics, else Horovod probes for common
+        ones, except on a single host, where the elastic driver must be told (loopback)."""
+        import ray
+
+        if self.settings.nics:
+            return set(self.settings.nics)
+        if not self.settings.elastic:
+            return None
+        addresses = {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
+        return {"lo"} if len(addresses) == 1 else None
+
+    def _run_elastic(
+        self, job: TrainingJob, settings, placement: dict, extra: dict
+    ) -> TrainingResult:
+        """Elastic Horovod on Ray: between min_workers and max_workers, as many as are alive."""
+        import ray
+
+        if not job.loader.reshardable:
+            raise UserError(
+                "elastic training (trainer.min_workers) re-shards the cache when workers come and go; "
+                "add loader=local"
+            )
+        executor = _executor_class()(
+            settings,
+            min_workers=self.settings.min_workers,
+            max_workers=self.settings.max_workers,
+            elastic_timeout=120,
+            cooldown_range=[1, 2],
+            **placement,
+        )
+        executor.extra_resources = extra
+        # Horovod's elastic driver advertises its rendezvous server at gethostbyname(hostname), which
+        # is 127.0.0.1 on many machines (Debian's /etc/hosts): unreachable from other hosts. The
+        # driver's Ray node address is what the other nodes reach it by.
+        executor.start(
+            extra_env_vars={
+                **_worker_env(),
+                "HOROVOD_GLOO_RENDEZVOUS_ADDR": ray.util.get_node_ip_address(),
+            }
+        )
+        try:
+            results = executor.run(_horovod_worker, args=[job, True])
+        except RuntimeError as error:
+            # Horovod drops the host of a failed worker and goes on with the other hosts; with no
+            # host left (all workers on one machine) it ends the job: the retry starts a new
+            # elastic run from the checkpoint.
+            if "exited with non-zero status" in str(error):
+                raise WorkerLost(error) from None
+            raise
+        finally:
+            executor.shutdown()
+        return next(r for r in results if r is not None)

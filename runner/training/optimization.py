@@ -1,0 +1,46 @@
+"""The optimizer, the loss and the learning rate of each epoch."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from runner.config import TrainerConfig
+from runner.model.layout import Layout
+
+OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
+
+
+def make_optimizer(settings: TrainerConfig, params) -> torch.optim.Optimizer:
+    return OPTIMIZERS[settings.optimizer](
+        params, lr=settings.learning_rate, weight_decay=settings.weight_decay
+    )
+
+
+def output_loss(
+    layout: Layout, logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]
+) -> torch.Tensor:
+    total = torch.zeros((), device=next(iter(logits.values())).device)
+    for spec in layout.outputs:
+        z, y = logits[spec.name], targets[spec.name]
+        if spec.type == "binary":
+            total = total + nn.functional.binary_cross_entropy_with_logits(z.squeeze(1), y)
+        elif spec.type == "category":
+            total = total + nn.functional.cross_entropy(z, y)
+        else:
+            total = total + nn.functional.mse_loss(z.squeeze(1), y)
+    return total
+
+
+def scaled_learning_rate(settings: TrainerConfig, world_size: int, epoch: int) -> float:
+    """Base rate scaled for the global batch (linear, sqrt or none), reached by a
+    linear warm-up over trainer.warmup_epochs."""
+    base = settings.learning_rate
+    factor = {"linear": world_size, "sqrt": world_size**0.5, "none": 1.0}[
+        settings.learning_rate_scaling
+    ]
+    target = base * factor
+    warmup = settings.warmup_epochs
+    if world_size == 1 or warmup <= 0 or epoch >= warmup:
+        return target
+    return base + (target - base) * (epoch + 1) / (warmup + 1)

@@ -1,0 +1,55 @@
+"""What every training worker does about itself: threads, its log file, its record."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+
+import torch
+
+from runner.runtime import current_node
+
+
+def set_threads(num_threads: int | None, strategy) -> None:
+    threads = num_threads
+    if not threads and strategy.world_size > 1:
+        # Workers on one machine share its cores: workers x threads must not exceed them.
+        threads = max(1, (os.cpu_count() or 1) // max(strategy.local_size, 1))
+    if threads:
+        torch.set_num_threads(int(threads))
+
+
+def log_dir(logdir: str | None, run_dir: str) -> Path:
+    """trainer.logdir, or <run dir>/workers."""
+    return Path(logdir or Path(run_dir) / "workers")
+
+
+def log_to_file(logdir: Path, rank: int) -> None:
+    """Workers log to <logdir>/rank-N.log (and to stderr, which Ray forwards)."""
+    logdir.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger()
+    if not any(getattr(h, "_runner_worker", False) for h in root.handlers):
+        handler = logging.FileHandler(logdir / f"rank-{rank}.log")
+        handler._runner_worker = True
+        handler.setFormatter(
+            logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+        )
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+
+
+def record(run_dir: Path, strategy) -> None:
+    """workers/rank-N.json: where each worker ran (process, host, Ray node)."""
+    (run_dir / "workers").mkdir(parents=True, exist_ok=True)
+    info = {
+        "rank": strategy.rank,
+        "world_size": strategy.world_size,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "node": current_node(),
+        "device": str(strategy.device),
+    }
+    (run_dir / "workers" / f"rank-{strategy.rank}.json").write_text(json.dumps(info))
