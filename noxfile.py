@@ -1,23 +1,36 @@
-"""Sessions: tests, lint. They run in the project's .venv (made by ./setup.sh),
-so they reuse its installed stack instead of building a new one each time."""
+"""Sessions: tests (the full suite, what CI runs), fast (the quick tier for iterating),
+lint, bench. They run in the project's .venv (made by ./setup.sh), so they reuse its
+installed stack instead of building a new one each time."""
 
 import sys
 from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["tests", "lint"]
+nox.options.sessions = ["lint", "tests"]
 nox.options.default_venv_backend = "none"
+PYTHON_DIRS = ["run.py", "runner", "tests", "bench", "scripts", "hydra_plugins", "noxfile.py"]
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
+    """Every test: real Ray clusters, Horovod and DDP workers, the S3 server (about 15 minutes)."""
     session.run(sys.executable, "-m", "pytest", "-q", *session.posargs)
 
 
 @nox.session
+def fast(session: nox.Session) -> None:
+    """The quick tier (a few minutes): no Ray cluster, no worker processes, nothing slow."""
+    marks = "not slow and not distributed and not needs_root"
+    session.run(sys.executable, "-m", "pytest", "-q", "-m", marks, *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
-    session.run(sys.executable, "-m", "ruff", "check", "run.py", "runner", "tests", "noxfile.py")
+    """ruff (lint and format) on every Python directory; import-linter: layers import downward."""
+    session.run(sys.executable, "-m", "ruff", "check", *PYTHON_DIRS)
+    session.run(sys.executable, "-m", "ruff", "format", "--check", *PYTHON_DIRS)
+    session.run(str(Path(sys.executable).parent / "lint-imports"))
 
 
 @nox.session

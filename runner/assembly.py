@@ -9,7 +9,7 @@ context, the trainer, the processor and the loader.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from hydra.utils import instantiate
@@ -169,43 +169,70 @@ def _cluster_gpus(backend) -> float:
 
 
 @dataclass
-class Run:
-    """One invocation: the config, its typed settings, its output dir, and its components."""
+class Plan:
+    """A run before its backend is entered: the config checked, the backend decided, the
+    other components possibly still `auto`."""
 
     cfg: DictConfig  # as composed (saved beside the model)
     settings: RunConfig
     run_dir: Path
     backend: Backend
-    trainer_choice: TrainerChoice
+    trainer: TrainerChoice
+    processor: Processor | AutoProcessor
+    loader: Loader | AutoLoader
     source: DataSource
-    cache_options: dict = field(default_factory=dict)
-    # Until resolve_components: possibly AutoProcessor / AutoLoader; after it, the real ones.
-    processor: Processor | AutoProcessor | None = None
-    loader: Loader | AutoLoader | None = None
-    trainer: Trainer | None = None
+    cache_options: dict
 
-    def resolve_components(self) -> None:
+    def resolve(self) -> Run:
         """Inside the backend's context: every remaining `auto` resolved, each pick logged."""
-        self.trainer = self.trainer_choice.resolve(self.backend)
-        if isinstance(self.processor, AutoProcessor):
-            self.processor = self.processor.resolve(self.backend, self.source)
-        if isinstance(self.loader, AutoLoader):
-            self.loader = self.loader.resolve(self.backend, self.trainer)
+        trainer = self.trainer.resolve(self.backend)
+        processor = self.processor
+        if isinstance(processor, AutoProcessor):
+            processor = processor.resolve(self.backend, self.source)
+        loader = self.loader
+        if isinstance(loader, AutoLoader):
+            loader = loader.resolve(self.backend, trainer)
         log.info(
             "components: backend %s, processor %s, loader %s, trainer %s",
             self.backend.name,
-            self.processor.name,
-            type(self.loader).__name__,
-            self.trainer.name,
+            processor.name,
+            type(loader).__name__,
+            trainer.name,
+        )
+        return Run(
+            self.cfg,
+            self.settings,
+            self.run_dir,
+            self.backend,
+            trainer,
+            processor,
+            loader,
+            self.source,
+            self.cache_options,
         )
 
 
-def assemble(cfg: DictConfig, run_dir: str | Path) -> Run:
-    """Checks the config, builds the backend (backend=auto decided here) and the data source."""
+@dataclass
+class Run:
+    """One invocation: the config, its typed settings, its output dir, and its components."""
+
+    cfg: DictConfig
+    settings: RunConfig
+    run_dir: Path
+    backend: Backend
+    trainer: Trainer
+    processor: Processor
+    loader: Loader
+    source: DataSource
+    cache_options: dict
+
+
+def assemble(cfg: DictConfig, run_dir: str | Path) -> Plan:
+    """Checks the config, builds the components and decides the backend (backend=auto)."""
     settings = check_config(cfg)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    trainer_choice = instantiate(cfg.trainer, _convert_="object")
+    trainer = instantiate(cfg.trainer, _convert_="object")
     processor = instantiate(cfg.processor)
     loader = instantiate(cfg.loader)
     backend = instantiate(cfg.backend, _convert_="all")
@@ -215,19 +242,19 @@ def assemble(cfg: DictConfig, run_dir: str | Path) -> Run:
             for group, c in (("processor", processor), ("loader", loader))
             if c.runs_on_ray
         ]
-        backend = backend.detect(trainer_choice.wants_ray() or next(iter(named), None))
+        backend = backend.detect(trainer.wants_ray() or next(iter(named), None))
     source = DataSource.from_config(OmegaConf.to_container(cfg.dataset, resolve=True))
     credentials = settings.cache_credentials
     if isinstance(credentials, DictConfig):
         credentials = OmegaConf.to_container(credentials, resolve=True)
-    return Run(
+    return Plan(
         cfg,
         settings,
         run_dir,
         backend,
-        trainer_choice,
+        trainer,
+        processor,
+        loader,
         source,
         load_credentials(credentials),
-        processor=processor,
-        loader=loader,
     )

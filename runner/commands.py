@@ -16,7 +16,7 @@ import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 
 from runner import outputs
-from runner.assembly import Run, assemble
+from runner.assembly import Plan, Run, assemble
 from runner.config import ModelConfig
 from runner.errors import UserError
 from runner.processing.features import FeatureSet
@@ -27,26 +27,26 @@ log = logging.getLogger(__name__)
 
 def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
     """Runs cfg.command; returns its metrics (empty for preprocess)."""
-    run = assemble(cfg, run_dir)
-    with run.backend:
-        _share_run_dir(run)
-        run.resolve_components()
+    plan = assemble(cfg, run_dir)
+    with plan.backend:
+        _share_run_dir(plan)
+        run = plan.resolve()
         return COMMANDS[run.settings.command](run)
 
 
-def _share_run_dir(run: Run) -> None:
+def _share_run_dir(plan: Plan) -> None:
     """Under horovodrun every rank composed its own Hydra run dir: all use rank 0's."""
-    if not run.backend.launched_ranks:
+    if not plan.backend.launched_ranks:
         return
-    shared = Path(run.backend.share(str(run.run_dir)))
-    if shared.resolve() != run.run_dir.resolve():
-        own, run.run_dir = run.run_dir, shared
+    shared = Path(plan.backend.share(str(plan.run_dir)))
+    if shared.resolve() != plan.run_dir.resolve():
+        own, plan.run_dir = plan.run_dir, shared
         for handler in list(logging.getLogger().handlers):  # Hydra's run.log in our own dir
             if str(getattr(handler, "baseFilename", "")).startswith(str(own.resolve())):
                 logging.getLogger().removeHandler(handler)
                 handler.close()
         shutil.rmtree(own, ignore_errors=True)
-        log.info("rank %d shares rank 0's run dir %s", run.backend.rank, shared)
+        log.info("rank %d shares rank 0's run dir %s", plan.backend.rank, shared)
 
 
 def _features(run: Run) -> FeatureSet:

@@ -26,6 +26,14 @@ def compose_config(overrides: list[str]):
         return compose(config_name="config", overrides=overrides)
 
 
+def run_experiment(run_dir, cache_dir, *overrides: str) -> dict:
+    """run.py's command in this process, with a test cache and no progress bars; returns its metrics."""
+    from runner.commands import run_command
+
+    cfg = compose_config([f"cache_dir={cache_dir}", "trainer.progress_bar=false", *overrides])
+    return run_command(cfg, run_dir)
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 300):
     """python run.py ... as a user runs it; returns the CompletedProcess."""
     full_env = {**os.environ, **(env or {})}

@@ -4,7 +4,10 @@ are measured by `nox -s bench`, not by tests)."""
 import json
 import sys
 
+import pytest
 from conftest import ROOT, run_cli  # noqa: F401  (ROOT: the suite runs from the checkout)
+
+pytestmark = [pytest.mark.slow]
 
 
 def test_every_figure_is_produced(tmp_path):

@@ -9,10 +9,9 @@ import time
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from conftest import ROOT, compose_config
+from conftest import ROOT, compose_config, run_experiment
 
 from runner.assembly import assemble
-from runner.commands import run_command
 from runner.processing.pandas_engine import PandasProcessor
 
 
@@ -25,8 +24,7 @@ def entries(cache_dir):
 
 
 def preprocess(tmp_path, cache_dir, *overrides):
-    cfg = compose_config([f"cache_dir={cache_dir}", "command=preprocess", *overrides])
-    run_command(cfg, tmp_path / "run")
+    run_experiment(tmp_path / "run", cache_dir, "command=preprocess", *overrides)
 
 
 @pytest.fixture
@@ -145,8 +143,9 @@ class FailingProcessor(PandasProcessor):
 
 def test_failed_build_leaves_nothing_readable(tmp_path, cache_dir):
     cfg = compose_config([f"cache_dir={cache_dir}", "command=preprocess"])
-    run = assemble(cfg, tmp_path / "run")
-    run.processor = FailingProcessor()
+    plan = assemble(cfg, tmp_path / "run")
+    plan.processor = FailingProcessor()
+    run = plan.resolve()
     from runner.commands import command_preprocess
 
     with pytest.raises(OSError):

@@ -8,27 +8,20 @@ import threading
 import time
 
 import pytest
-from conftest import compose_config
+from conftest import compose_config, run_experiment
 
 from runner.commands import run_command
 from runner.errors import UserError
 
-pytestmark = pytest.mark.usefixtures("ray_session")
+pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.distributed]
 # Two workers on two cores leave nothing for Ray Data tasks: half a CPU each.
 TWO = ["trainer.num_workers=2", "trainer.resources_per_worker={CPU:0.5}"]
 
 
 def run(run_dir, cache_dir, *overrides):
-    cfg = compose_config(
-        [
-            "backend=ray",
-            f"cache_dir={cache_dir}",
-            "trainer.progress_bar=false",
-            "dataset.synthetic_rows=6000",
-            *overrides,
-        ]
+    return run_experiment(
+        run_dir, cache_dir, "backend=ray", "dataset.synthetic_rows=6000", *overrides
     )
-    return run_command(cfg, run_dir)
 
 
 def history(run_dir):

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import free_port, run_cli
 
+pytestmark = [pytest.mark.distributed, pytest.mark.needs_root, pytest.mark.slow]
+
 RAY = str(Path(sys.executable).parent / "ray")
 
 

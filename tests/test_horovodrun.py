@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
+
+pytestmark = [pytest.mark.distributed]
 
 
 def test_horovodrun_two_processes(tmp_path):

@@ -9,8 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import FAST, MIXED_MODEL, compose_config, mixed_table, run_cli
-
+from conftest import FAST, MIXED_MODEL, compose_config, mixed_table, run_cli, run_experiment
 from hydra.utils import instantiate
 
 from runner.backends.ray import RayBackend
@@ -22,18 +21,15 @@ from runner.processing.pipeline import preprocess
 from runner.processing.source import DataSource
 from runner.processing.split import SPLIT_NAMES
 
-pytestmark = pytest.mark.usefixtures("ray_session")
+pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.distributed]
 SPLIT = {"method": "random", "ratios": [0.7, 0.15, 0.15], "seed": 42, "column": None}
 
 
 def ray_run(run_dir, cache_dir, *overrides):
-    cfg = compose_config(
-        ["backend=ray", f"cache_dir={cache_dir}", "trainer.progress_bar=false", *overrides]
-    )
-    return run_command(cfg, run_dir)
+    return run_experiment(run_dir, cache_dir, "backend=ray", *overrides)
 
 
-def engine(name, *overrides):
+def make_processor(name, *overrides):
     """A processor as the config makes it (its defaults come from the schema)."""
     return instantiate(compose_config([f"processor={name}", *overrides]).processor)
 
@@ -88,10 +84,12 @@ def test_pandas_dask_modin_produce_identical_caches(tmp_path, mixed_files, name)
         source = DataSource.from_config({"path": str(mixed_files / name)})
         features = model_features()
     engines = {
-        "pandas": engine("pandas"),
-        "dask": engine("dask", "processor.parallelism=5", "processor.blocksize=20KB"),
-        "modin": engine("modin", "processor.parallelism=3"),
-        "dask-streaming": engine("dask", "processor.persist=false", "processor.blocksize=20KB"),
+        "pandas": make_processor("pandas"),
+        "dask": make_processor("dask", "processor.parallelism=5", "processor.blocksize=20KB"),
+        "modin": make_processor("modin", "processor.parallelism=3"),
+        "dask-streaming": make_processor(
+            "dask", "processor.persist=false", "processor.blocksize=20KB"
+        ),
     }
     results = {
         k: preprocess(e, source, features, SPLIT, str(tmp_path / k)) for k, e in engines.items()
@@ -170,7 +168,9 @@ def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir):
 
     split = Location(str(meta_path.parent / meta["data"] / "validation"))
     layout = Layout.from_meta(meta, check_config(compose_config([])).model)
-    loader = instantiate(compose_config(["loader=ray", "loader.batch_size=64", "loader.eval_batch_size=100"]).loader)
+    loader = instantiate(
+        compose_config(["loader=ray", "loader.batch_size=64", "loader.eval_batch_size=100"]).loader
+    )
     assert isinstance(loader, RayDataLoader)
     shards = loader.shards(split, 2, equal=False)
     import threading
@@ -288,7 +288,9 @@ def test_bad_credentials_file(tmp_path, credentials, message):
 def test_unreachable_address_fails_fast():
     started = time.perf_counter()
     with pytest.raises(UserError, match="cannot reach a Ray cluster at 127.0.0.1:1"):
-        ray_backend("backend.address=127.0.0.1:1", "backend.connect_timeout_s=2").runtime.target_address()
+        ray_backend(
+            "backend.address=127.0.0.1:1", "backend.connect_timeout_s=2"
+        ).runtime.target_address()
     assert time.perf_counter() - started < 5
 
 

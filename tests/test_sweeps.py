@@ -29,6 +29,7 @@ def local_sweep(tmp_path, *overrides):
     return result, sweep_dir
 
 
+@pytest.mark.distributed
 def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
     sweep_dir, cache = tmp_path / "sweep", tmp_path / "cache"
     result = run_cli(

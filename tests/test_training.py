@@ -9,19 +9,12 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FAST, MIXED_MODEL, ROOT, compose_config
+from conftest import FAST, MIXED_MODEL, ROOT, run_experiment
 from sklearn.datasets import load_diabetes, load_wine
-
-from runner.commands import run_command
-
-
-def experiment(run_dir, cache_dir, *overrides):
-    cfg = compose_config([f"cache_dir={cache_dir}", "trainer.progress_bar=false", *overrides])
-    return run_command(cfg, run_dir)
 
 
 def test_every_feature_type_end_to_end(tmp_path, cache_dir, mixed_csv):
-    metrics = experiment(
+    metrics = run_experiment(
         tmp_path / "run", cache_dir, f"dataset.path={mixed_csv}", *MIXED_MODEL, "trainer.epochs=25"
     )
     test = metrics["test"]
@@ -62,7 +55,7 @@ def test_real_multiclass_and_regression_datasets(tmp_path, cache_dir):
     wine["target"] = wine["target"].map({0: "barolo", 1: "grignolino", 2: "barbera"})
     wine.to_csv(tmp_path / "wine.csv", index=False)
     inputs = ",".join(f"{{name:{c},type:number}}" for c in wine.columns if c != "target")
-    m = experiment(
+    m = run_experiment(
         tmp_path / "wine",
         cache_dir,
         f"dataset.path={tmp_path / 'wine.csv'}",
@@ -78,7 +71,7 @@ def test_real_multiclass_and_regression_datasets(tmp_path, cache_dir):
     inputs = ",".join(
         f"{{name:{c},type:number}}" for c in diabetes.columns if c not in ("target", "sex")
     )
-    m = experiment(
+    m = run_experiment(
         tmp_path / "diabetes",
         cache_dir,
         f"dataset.path={tmp_path / 'diabetes.parquet'}",
@@ -92,9 +85,9 @@ def test_real_multiclass_and_regression_datasets(tmp_path, cache_dir):
 
 
 def test_same_seed_same_metrics(tmp_path, cache_dir):
-    a = experiment(tmp_path / "a", cache_dir, *FAST, "model.dropout=0.1")
-    b = experiment(tmp_path / "b", cache_dir, *FAST, "model.dropout=0.1")
-    c = experiment(tmp_path / "c", cache_dir, *FAST, "model.dropout=0.1", "seed=1")
+    a = run_experiment(tmp_path / "a", cache_dir, *FAST, "model.dropout=0.1")
+    b = run_experiment(tmp_path / "b", cache_dir, *FAST, "model.dropout=0.1")
+    c = run_experiment(tmp_path / "c", cache_dir, *FAST, "model.dropout=0.1", "seed=1")
     assert a == b
     assert a["test"] != c["test"]
 
@@ -110,9 +103,9 @@ def test_resume_continues_exactly(tmp_path, cache_dir):
         "model.dropout=0.1",
         "dataset.synthetic_rows=3000",
     ]
-    straight = experiment(tmp_path / "straight", cache_dir, *common, "trainer.epochs=6")
-    experiment(tmp_path / "first", cache_dir, *common, "trainer.epochs=3")
-    resumed = experiment(
+    straight = run_experiment(tmp_path / "straight", cache_dir, *common, "trainer.epochs=6")
+    run_experiment(tmp_path / "first", cache_dir, *common, "trainer.epochs=3")
+    resumed = run_experiment(
         tmp_path / "resumed",
         cache_dir,
         *common,
@@ -170,7 +163,7 @@ def test_resume_after_a_real_kill(tmp_path, cache_dir):
 
 
 def test_early_stopping_on_a_chosen_metric(tmp_path, cache_dir):
-    m = experiment(
+    m = run_experiment(
         tmp_path / "run",
         cache_dir,
         "trainer.epochs=60",
@@ -189,12 +182,12 @@ def test_unknown_early_stopping_metric(tmp_path, cache_dir):
     from runner.errors import UserError
 
     with pytest.raises(UserError, match="label/roc_auc"):
-        experiment(tmp_path / "run", cache_dir, *FAST, "trainer.early_stopping.metric=label/f1")
+        run_experiment(tmp_path / "run", cache_dir, *FAST, "trainer.early_stopping.metric=label/f1")
 
 
 def test_run_outputs(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
-    experiment(run_dir, cache_dir, *FAST, "trainer.checkpoint_every=2")
+    run_experiment(run_dir, cache_dir, *FAST, "trainer.checkpoint_every=2")
     for name in (
         "model/weights.pt",
         "model/meta.json",
@@ -220,7 +213,7 @@ def test_run_outputs(tmp_path, cache_dir):
 def test_predict_and_evaluate_on_raw_data_without_the_cache(tmp_path, cache_dir):
     from runner.processing.synthetic import make_synthetic
 
-    experiment(tmp_path / "train", cache_dir, "trainer.epochs=15")
+    run_experiment(tmp_path / "train", cache_dir, "trainer.epochs=15")
     import shutil
 
     shutil.rmtree(cache_dir)
@@ -230,7 +223,7 @@ def test_predict_and_evaluate_on_raw_data_without_the_cache(tmp_path, cache_dir)
     new.drop(columns=["label"]).to_csv(tmp_path / "new.csv", index=False)
     new.to_csv(tmp_path / "labelled.csv", index=False)
     model_dir = tmp_path / "train" / "model"
-    experiment(
+    run_experiment(
         tmp_path / "predict",
         cache_dir,
         "command=predict",
@@ -242,7 +235,7 @@ def test_predict_and_evaluate_on_raw_data_without_the_cache(tmp_path, cache_dir)
     assert predictions["row"].tolist() == list(range(400))
     assert set(predictions["label_prediction"]) <= {"True", "False"}
     assert predictions["label_probability"].between(0, 1).all()
-    metrics = experiment(
+    metrics = run_experiment(
         tmp_path / "evaluate",
         cache_dir,
         "command=evaluate",

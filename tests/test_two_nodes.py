@@ -8,6 +8,8 @@ from conftest import compose_config
 
 from runner.commands import run_command
 
+pytestmark = [pytest.mark.distributed]
+
 
 @pytest.fixture(scope="module")
 def two_nodes():
