@@ -243,7 +243,7 @@ def assemble(cfg: DictConfig, run_dir: str | Path) -> Plan:
             if c.runs_on_ray
         ]
         backend = backend.detect(trainer.wants_ray() or next(iter(named), None))
-    source = DataSource.from_config(OmegaConf.to_container(cfg.dataset, resolve=True))
+    source = DataSource.from_config(settings.dataset)
     credentials = settings.cache_credentials
     if isinstance(credentials, DictConfig):
         credentials = OmegaConf.to_container(credentials, resolve=True)

@@ -64,7 +64,9 @@ class DatasetConfig:
     format: str | None = None  # csv | parquet; inferred from the name when null
     synthetic_rows: int = 10000
     synthetic_seed: int = 0
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    # Passed to fsspec: key, secret, client_kwargs: {endpoint_url: ...}, ... (never logged).
+    # Any, not a typed dict, so that `dataset.storage_options={...}` sets it whole.
+    storage_options: Any = None
     split: SplitConfig = field(default_factory=SplitConfig)
 
     def __post_init__(self):
@@ -270,6 +272,11 @@ class TrainerConfig:
     @property
     def elastic(self) -> bool:
         return bool(self.min_workers)
+
+    @property
+    def cpus_per_worker(self) -> float:
+        """A worker holds one CPU unless resources_per_worker says otherwise."""
+        return float(self.resources_per_worker.get("CPU", 1.0))
 
 
 # ---------------------------------------------------------------- loader

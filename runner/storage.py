@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import fsspec
@@ -126,3 +128,62 @@ class Location:
     def files(self, suffix: str = ".parquet") -> list[str]:
         """Paths (within the filesystem) of the files below, sorted."""
         return sorted(p for p in self.fs.find(self.path) if p.endswith(suffix))
+
+
+def _bucket(url: str) -> str:
+    return url.split("://", 1)[-1].split("/", 1)[0]
+
+
+@contextlib.contextmanager
+def storage_errors(url: str, key: str) -> Iterator[None]:
+    """Object-storage failures as one line that names the URL and the config key to fix."""
+    if "://" not in url or url.startswith("file://"):
+        yield
+        return
+    try:
+        yield
+    except UserError:
+        raise
+    except PermissionError:
+        raise UserError(
+            f"access denied to {url}; check the credentials in {key} (and that they may read and write there)"
+        ) from None
+    except Exception as error:  # noqa: BLE001 - botocore, aiohttp and fsspec errors, told apart by name
+        names = {cls.__name__ for cls in type(error).__mro__}
+        if names & {"NoCredentialsError", "PartialCredentialsError"}:
+            raise UserError(
+                f"no credentials for {url}; give them in {key} (key, secret) or in the "
+                "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY variables"
+            ) from None
+        if names & {
+            "EndpointConnectionError",
+            "ConnectTimeoutError",
+            "ClientConnectorError",
+            "ConnectionError",
+        }:
+            raise UserError(
+                f"cannot reach the storage endpoint of {url} ({str(error).splitlines()[0][:160]}); "
+                f"check endpoint_url in {key}"
+            ) from None
+        if (
+            isinstance(error, FileNotFoundError)
+            and _bucket(url) in str(error)
+            and "NoSuchBucket" in repr(error)
+        ):
+            raise UserError(
+                f"bucket '{_bucket(url)}' of {url} does not exist; create it or fix {key}"
+            ) from None
+        raise
+
+
+def check_bucket(fs, url: str, key: str) -> None:
+    """A missing bucket is named as such (fsspec would say the file is not found, or create it)."""
+    bucket = _bucket(url)
+    try:
+        fs.ls(
+            bucket, detail=False
+        )  # unlike exists(), raises what went wrong (credentials, access, endpoint)
+    except FileNotFoundError:
+        raise UserError(
+            f"bucket '{bucket}' of {url} does not exist; create it, or fix the URL or {key}"
+        ) from None

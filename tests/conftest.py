@@ -12,6 +12,8 @@ from runner.config import register_configs
 
 # Test clusters are throw-away: no token authentication.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# botocore never asks a cloud metadata service for credentials from these tests.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"

@@ -89,6 +89,7 @@ def test_data_change_rebuilds(tmp_path, cache_dir, csv):
 
 def test_content_hash_is_memoized_by_stat_and_redone_on_change(tmp_path, csv, monkeypatch):
     import runner.processing.source as source_module
+    from runner.config import DatasetConfig
     from runner.processing.source import DataSource
 
     monkeypatch.setattr(source_module, "HASH_MEMO", str(tmp_path / "memo"))
@@ -97,7 +98,7 @@ def test_content_hash_is_memoized_by_stat_and_redone_on_change(tmp_path, csv, mo
     monkeypatch.setattr(
         source_module, "_content_hash", lambda fs, path: calls.append(path) or real(fs, path)
     )
-    source = DataSource.from_config({"path": str(csv)})
+    source = DataSource.from_config(DatasetConfig(path=str(csv)))
     first = source.fingerprint()
     assert source.fingerprint() == first and len(calls) == 1  # the second look is a stat
     content = csv.read_text()

@@ -126,6 +126,18 @@ BAD_INPUTS = {
         ["command=predict", "model_dir={d}", "dataset.path={d}/good.csv"],
         "is not a model directory",
     ),
+    "unknown key added with +": (
+        ["dataset.path={d}/good.csv", "+trainer.learning_rat=0.01"],
+        "trainer.learning_rat is not a config key; did you mean trainer.learning_rate?",
+    ),
+    "negative learning rate": (
+        ["dataset.path={d}/good.csv", "trainer.learning_rate=-1"],
+        "trainer.learning_rate=-1.0 is out of range: it must be > 0",
+    ),
+    "zero batch size": (
+        ["dataset.path={d}/good.csv", "trainer.batch_size=0"],
+        "trainer.batch_size=0 is out of range: it must be at least 1",
+    ),
 }
 
 

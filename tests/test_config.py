@@ -5,6 +5,9 @@ from conftest import CONF, compose_config
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 
+from runner.config import check_config
+from runner.errors import UserError
+
 GROUPS = ["backend", "processor", "trainer", "loader", "dataset", "model"]
 INSTANTIATED = {"backend", "processor", "trainer", "loader"}
 
@@ -53,3 +56,77 @@ def test_interpolations_resolve():
     assert cfg.trainer.seed == 7
     assert cfg.loader.batch_size == cfg.trainer.batch_size
     assert cfg.cache_dir == "/tmp/somewhere"
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        (
+            "+trainer.learning_rat=0.01",
+            "trainer.learning_rat is not a config key; did you mean trainer.learning_rate?",
+        ),
+        ("+trainer.early_stopping.patiense=2", "did you mean trainer.early_stopping.patience?"),
+        (
+            "+model.hiden_size=8",
+            "model.hiden_size is not a config key; did you mean model.hidden_size?",
+        ),
+        ("+dataset.split.ratio=[1,0,0]", "did you mean dataset.split.ratios?"),
+        ("+loader.windowsize=10", "loader.windowsize is not a config key"),
+        (
+            "+processor.parallelism=3",
+            "processor.parallelism is not a config key",
+        ),  # processor=auto has it...
+        ("+colour=red", "colour is not a config key; known keys: backend,"),
+    ],
+)
+def test_unknown_keys_are_errors_naming_the_closest(override, message):
+    overrides = [override]
+    if override.startswith("+processor"):
+        overrides = ["processor=pandas", override]  # ...but pandas does not
+    with pytest.raises(UserError, match=message.replace("[", r"\[").replace("?", r"\?")):
+        check_config(compose_config(overrides))
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("trainer.learning_rate=0", "trainer.learning_rate=0.0 is out of range: it must be > 0"),
+        ("trainer.batch_size=0", "trainer.batch_size=0 is out of range: it must be at least 1"),
+        ("trainer.epochs=0", "trainer.epochs=0 is out of range: it must be at least 1"),
+        (
+            "trainer.num_workers=0",
+            "trainer.num_workers=0 is out of range: it must be at least 1, or null",
+        ),
+        ("model.dropout=1", "model.dropout=1.0 is out of range: it must be in \\[0, 1\\)"),
+        ("model.dropout=-0.1", "model.dropout=-0.1 is out of range"),
+        (
+            "trainer.early_stopping.patience=-1",
+            "trainer.early_stopping.patience=-1 is out of range: it must be 0 or more",
+        ),
+        ("trainer.max_retries=-1", "trainer.max_retries=-1 is out of range"),
+        (
+            "trainer.optimizer=lion",
+            "trainer.optimizer=lion is unknown; use one of: adamw, adam, sgd",
+        ),
+        ("trainer.precision=8", "trainer.precision=8 is unknown; use one of: 32, bf16, fp16"),
+        (
+            "trainer.placement=diagonal",
+            "trainer.placement=diagonal is unknown; use one of: spread, pack",
+        ),
+        (
+            "trainer.resources_per_worker={CPU:-1}",
+            "trainer.resources_per_worker.CPU=-1.0 is out of range",
+        ),
+        ("loader.eval_batch_size=0", "loader.eval_batch_size=0 is out of range"),
+        ("command=fly", "command=fly is unknown; use one of: experiment, preprocess"),
+    ],
+)
+def test_values_out_of_range_are_errors_naming_the_key(override, message):
+    with pytest.raises(UserError, match=message):
+        check_config(compose_config([override]))
+
+
+def test_the_default_config_is_valid_and_typed():
+    settings = check_config(compose_config([]))
+    assert settings.trainer.strategy == "auto" and settings.trainer.early_stopping.patience == 5
+    assert settings.model.hidden_size == 64

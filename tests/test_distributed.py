@@ -223,3 +223,45 @@ def test_distributed_trainers_need_ray(tmp_path, cache_dir):
             compose_config(["backend=local", "trainer=ddp", f"cache_dir={cache_dir}"]),
             tmp_path / "run",
         )
+
+
+@pytest.mark.parametrize("trainer", ["horovod", "ddp"])
+def test_an_error_in_the_training_code_stops_at_once(tmp_path, cache_dir, trainer, caplog):
+    """Retries are for lost workers: an exception raised by the training code (here a bad
+    early-stopping metric, found inside the workers) ends the run with its message, untried again."""
+    caplog.set_level("INFO")
+    started = time.perf_counter()
+    with pytest.raises(UserError, match=r"trainer.early_stopping.metric=label/bogus is unknown"):
+        run(
+            tmp_path / "run",
+            cache_dir,
+            f"trainer={trainer}",
+            *TWO,
+            "trainer.max_retries=3",
+            "trainer.early_stopping.metric=label/bogus",
+            "trainer.epochs=2",
+            "loader=local",
+        )
+    assert "a training worker failed" not in caplog.text
+    assert time.perf_counter() - started < 90
+
+
+def test_the_design_card_command_trains_with_workers_on_ray(tmp_path, cache_dir, caplog):
+    """backend=ray trainer.num_workers=2, nothing else: the default trainer picks Horovod on Ray."""
+    caplog.set_level("INFO")
+    run(tmp_path / "run", cache_dir, "trainer.num_workers=2", "trainer.epochs=2")
+    assert "trainer=auto picked horovod: trainer.num_workers=2 on Ray" in caplog.text
+    assert (
+        json.loads((tmp_path / "run" / "metrics.json").read_text())["training"]["world_size"] == 2
+    )
+
+
+def test_several_workers_need_ray(tmp_path, cache_dir):
+    with pytest.raises(
+        UserError, match=r"trainer.num_workers=2 trains several workers on Ray; add backend=ray"
+    ):
+        run_experiment(tmp_path / "run", cache_dir, "backend=local", "trainer.num_workers=2")
+    with pytest.raises(UserError, match=r"trainer=local trains in one process"):
+        run_experiment(
+            tmp_path / "run", cache_dir, "backend=ray", "trainer=local", "trainer.num_workers=2"
+        )

@@ -14,7 +14,7 @@ from hydra.utils import instantiate
 
 from runner.backends.ray import RayBackend
 from runner.commands import run_command
-from runner.config import check_config
+from runner.config import DatasetConfig, check_config
 from runner.errors import UserError
 from runner.processing.features import FeatureSet
 from runner.processing.pipeline import preprocess
@@ -75,13 +75,13 @@ def model_features():
 @pytest.mark.parametrize("name", ["mixed.csv", "mixed.parquet", None])
 def test_pandas_dask_modin_produce_identical_caches(tmp_path, mixed_files, name):
     if name is None:
-        source = DataSource.from_config({"path": None, "synthetic_rows": 150000})
+        source = DataSource.from_config(DatasetConfig(synthetic_rows=150000))
         features = FeatureSet(
             list(compose_config([]).model.input_features),
             list(compose_config([]).model.output_features),
         )
     else:
-        source = DataSource.from_config({"path": str(mixed_files / name)})
+        source = DataSource.from_config(DatasetConfig(path=str(mixed_files / name)))
         features = model_features()
     engines = {
         "pandas": make_processor("pandas"),

@@ -1,10 +1,12 @@
 """A two-node Ray cluster on one machine (a head and a worker node, each with its
-own CPU): preprocessing tasks and training workers land on both nodes."""
+own CPU): preprocessing tasks and training workers land on both nodes; workers are
+spread or packed as asked; custom resources decide where workers go; the design
+card's one-override command runs against the cluster through RAY_ADDRESS."""
 
 import json
 
 import pytest
-from conftest import compose_config
+from conftest import compose_config, run_cli, run_experiment
 
 from runner.commands import run_command
 
@@ -71,3 +73,72 @@ def test_preprocessing_and_training_use_both_nodes(two_nodes, tmp_path):
     ]
     assert len(workers) == 2
     assert {w["node"] for w in workers} == node_ids, "one training worker (and its shard) per node"
+
+
+def worker_nodes(run_dir) -> list[str]:
+    return [
+        json.loads(p.read_text())["node"] for p in sorted((run_dir / "workers").glob("rank-*.json"))
+    ]
+
+
+def node_of(resource: str) -> str:
+    import ray
+
+    return next(n["NodeID"] for n in ray.nodes() if n["Alive"] and resource in n["Resources"])
+
+
+SMALL = ["dataset.synthetic_rows=3000", "trainer.epochs=1", "loader=local"]
+
+
+@pytest.mark.parametrize("trainer", ["horovod", "ddp"])
+@pytest.mark.parametrize("placement", ["spread", "pack"])
+def test_spread_and_pack_placement(two_nodes, tmp_path, trainer, placement):
+    """Two workers of half a CPU fit on one node: spread puts one on each, pack both on one."""
+    run_dir = tmp_path / "run"
+    run_experiment(
+        run_dir,
+        tmp_path / "cache",
+        "backend=ray",
+        f"trainer={trainer}",
+        "trainer.num_workers=2",
+        "trainer.resources_per_worker={CPU:0.5}",
+        f"trainer.placement={placement}",
+        *SMALL,
+    )
+    nodes = worker_nodes(run_dir)
+    assert len(nodes) == 2
+    assert len(set(nodes)) == (2 if placement == "spread" else 1), nodes
+
+
+@pytest.mark.parametrize("trainer", ["horovod", "ddp"])
+def test_custom_resources_decide_where_workers_go(two_nodes, tmp_path, trainer):
+    """Only the second node has the resource `second`: both workers must go there."""
+    run_dir = tmp_path / "run"
+    run_experiment(
+        run_dir,
+        tmp_path / "cache",
+        "backend=ray",
+        f"trainer={trainer}",
+        "trainer.num_workers=2",
+        "trainer.resources_per_worker={CPU:0.5,second:0.5}",
+        *SMALL,
+    )
+    assert worker_nodes(run_dir) == [node_of("second")] * 2
+
+
+def test_design_card_command_against_the_cluster(two_nodes, tmp_path):
+    """RAY_ADDRESS=<cluster> python run.py trainer.num_workers=2: Horovod on Ray, one worker per node."""
+    cluster, _ = two_nodes
+    run_dir = tmp_path / "run"
+    result = run_cli(
+        "trainer.num_workers=2",
+        "trainer.epochs=2",
+        "trainer.progress_bar=false",
+        f"hydra.run.dir={run_dir}",
+        env={"RAY_ADDRESS": cluster.address, "TABULAR_RUNNER_CACHE": str(tmp_path / "cache")},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "trainer=auto picked horovod: trainer.num_workers=2 on Ray" in result.stdout + result.stderr
+    report = json.loads((run_dir / "metrics.json").read_text())
+    assert report["training"]["world_size"] == 2
+    assert len(set(worker_nodes(run_dir))) == 2  # spread is the default on CPU

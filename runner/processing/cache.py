@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterator
 
 from runner.processing.features import PREPROCESSING_VERSION
-from runner.storage import Location
+from runner.storage import Location, check_bucket
 
 log = logging.getLogger(__name__)
 META_FILE = "meta.json"
@@ -48,6 +48,12 @@ def cache_key(fingerprint: dict, features: list[dict], split: dict) -> str:
 class PreprocessingCache:
     def __init__(self, cache_dir: str, storage_options: dict | None = None):
         self.root = Location(cache_dir, dict(storage_options or {}))
+
+    def check(self) -> None:
+        """Fails now, naming the fix, when an object-storage cache_dir's bucket is missing (the
+        credentials and the endpoint are checked by the same request)."""
+        if not self.root.is_local:
+            check_bucket(self.root.fs, self.root.url, "cache_dir")
 
     def entry(self, key: str) -> Location:
         return self.root.join(key)

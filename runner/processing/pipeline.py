@@ -24,7 +24,7 @@ from runner.processing.features import (
 )
 from runner.processing.source import DataSource
 from runner.processing.split import SPLIT_NAMES, assign_splits, validate_split
-from runner.storage import Location
+from runner.storage import Location, storage_errors
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,14 @@ def preprocess(
     validate_split(split)
     started = time.perf_counter()
     cache = PreprocessingCache(cache_dir, cache_options)
+    with storage_errors(cache.root.url, "cache_credentials"):
+        cache.check()
+        return _preprocess(processor, source, features, split, cache, started)
+
+
+def _preprocess(
+    processor, source, features, split, cache: PreprocessingCache, started: float
+) -> Preprocessed:
     key = cache_key(source.fingerprint(), features.describe(), split)
     meta = cache.lookup(key)
     if meta is None:

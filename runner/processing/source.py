@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import fsspec
 
+from runner.config import DatasetConfig
 from runner.errors import UserError
+from runner.storage import check_bucket, storage_errors
 
 FORMATS = ("csv", "parquet")
 # Files up to this size are content-hashed for the cache key; larger ones use size + mtime.
@@ -20,19 +22,19 @@ SYNTHETIC_VERSION = 2
 @dataclass
 class DataSource:
     path: str | None
-    format: str | None = None
-    storage_options: dict = field(default_factory=dict)
-    synthetic_rows: int = 10000
-    synthetic_seed: int = 0
+    format: str | None
+    storage_options: dict
+    synthetic_rows: int
+    synthetic_seed: int
 
     @classmethod
-    def from_config(cls, dataset: dict) -> DataSource:
+    def from_config(cls, dataset: DatasetConfig) -> DataSource:
         source = cls(
-            path=dataset.get("path"),
-            format=dataset.get("format"),
-            storage_options=dict(dataset.get("storage_options") or {}),
-            synthetic_rows=int(dataset.get("synthetic_rows", 10000)),
-            synthetic_seed=int(dataset.get("synthetic_seed", 0)),
+            path=dataset.path,
+            format=dataset.format,
+            storage_options=dict(dataset.storage_options or {}),
+            synthetic_rows=dataset.synthetic_rows,
+            synthetic_seed=dataset.synthetic_seed,
         )
         if source.path is not None:
             source.format = source.format or infer_format(source.path)
@@ -54,9 +56,16 @@ class DataSource:
         return fsspec.core.url_to_fs(os.path.expanduser(self.path), **self.storage_options)
 
     def files(self) -> tuple[object, list[str]]:
-        """The filesystem and the data files (one file, or the files of a dataset directory)."""
+        """The filesystem and the data files (one file, or the files of a dataset directory);
+        object-storage failures (credentials, bucket, access, endpoint) as one clear line."""
+        with storage_errors(str(self.path), "dataset.storage_options"):
+            return self._files()
+
+    def _files(self) -> tuple[object, list[str]]:
         fs, path = self.filesystem()
         if not fs.exists(path):
+            if "://" in str(self.path) and not str(self.path).startswith("file://"):
+                check_bucket(fs, str(self.path), "dataset.path")
             raise UserError(
                 f"dataset not found: {self.path}; set dataset.path to an existing CSV or Parquet file"
             )

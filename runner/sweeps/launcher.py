@@ -49,8 +49,7 @@ def _report(
                 "seconds": seconds[i],
             }
         )
-    objective = config.get("sweep", {}).get("objective", "val/loss")
-    direction = config.get("sweep", {}).get("direction", "auto")
+    objective, direction = config.sweep.objective, config.sweep.direction
     sweep_dir = Path(str(config.hydra.sweep.dir))
     try:
         # Optimizing sweepers launch in batches: the report covers every batch so far.
@@ -83,10 +82,10 @@ class LocalTrialLauncherBase(Launcher):
 
 def trial_cpus(sweep_config: DictConfig) -> float:
     """CPUs one trial's workers hold (the trial driver itself holds none)."""
-    trainer = sweep_config.get("trainer", {})
-    workers = trainer.get("num_workers") or 1
-    per_worker = (trainer.get("resources_per_worker") or {}).get("CPU", 1.0)
-    return float(workers) * float(per_worker)
+    from runner.config import TrainerConfig
+
+    trainer: TrainerConfig = OmegaConf.to_object(sweep_config.trainer)
+    return float(trainer.num_workers or trainer.min_workers or 1) * trainer.cpus_per_worker
 
 
 class RayTrialLauncherBase(Launcher):
@@ -166,7 +165,7 @@ class RayTrialLauncherBase(Launcher):
         return returns
 
     def _cap(self, configs: list[DictConfig]) -> int:
-        cap = self.config.get("sweep", {}).get("max_concurrent")
+        cap = self.config.sweep.max_concurrent
         if cap:
             return int(cap)
         import ray

@@ -127,7 +127,7 @@ class HorovodTrainer(DistributedTrainer):
 
         resources = self.resources
         placement = {
-            "cpus_per_worker": resources.get("CPU", 1.0),
+            "cpus_per_worker": self.settings.cpus_per_worker,
             "use_gpu": job.use_gpu,
             "gpus_per_worker": resources.get("GPU") if job.use_gpu else None,
         }
