@@ -247,7 +247,9 @@ class Suite:
         from runner.config import check_config
 
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=["loader=local", "trainer.batch_size=256"])
+            cfg = compose(
+                config_name="config", overrides=["loader=local", "trainer.batch_size=256"]
+            )
         layout = Layout.from_meta(meta, check_config(cfg).model)
         loader: LocalLoader = instantiate(cfg.loader)
         started = time.perf_counter()

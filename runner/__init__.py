@@ -1,3 +1,12 @@
 """Hydra-configured experiment runner for neural models on tabular data."""
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # Lazy: `import runner.x` must not pay for torch; `from runner import Predictor` does.
+    if name == "Predictor":
+        from runner.scoring.predictor import Predictor
+
+        return Predictor
+    raise AttributeError(f"module 'runner' has no attribute {name!r}")

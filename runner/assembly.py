@@ -242,7 +242,8 @@ def assemble(cfg: DictConfig, run_dir: str | Path) -> Plan:
             for group, c in (("processor", processor), ("loader", loader))
             if c.runs_on_ray
         ]
-        backend = backend.detect(trainer.wants_ray() or next(iter(named), None))
+        serving = ["command=serve"] if settings.command == "serve" else []
+        backend = backend.detect(trainer.wants_ray() or next(iter(named + serving), None))
     source = DataSource.from_config(settings.dataset)
     credentials = settings.cache_credentials
     if isinstance(credentials, DictConfig):

@@ -12,15 +12,14 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
+import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from runner import outputs
 from runner.assembly import Plan, Run, assemble
-from runner.config import ModelConfig
 from runner.errors import UserError
 from runner.processing.features import FeatureSet
-from runner.processing.pipeline import Preprocessed, preprocess, transform_raw
+from runner.processing.pipeline import Preprocessed, map_raw, preprocess
 
 log = logging.getLogger(__name__)
 
@@ -175,42 +174,19 @@ def _majority_baseline(layout, meta: dict, targets: dict[str, np.ndarray]) -> di
     return baseline
 
 
-def _saved_model(run: Run):
-    from runner.model.layout import Layout
-    from runner.model.network import build_model
+def _predictor(run: Run):
+    from runner.scoring.predictor import Predictor
 
-    state, meta, model_cfg = outputs.load_model_dir(run.settings.model_dir)
-    model_settings: ModelConfig = OmegaConf.to_object(
-        OmegaConf.merge(OmegaConf.structured(ModelConfig), model_cfg)
-    )
-    layout = Layout.from_meta(meta, model_settings)
-    model = build_model(layout, model_settings)
-    model.load_state_dict(state)
-    features = FeatureSet.from_meta(meta)
-    stats = {name: info["stats"] for name, info in meta["features"].items()}
-    return model, layout, meta, features, stats
-
-
-def _score_raw(run: Run, with_targets: bool):
-    """Saved model on the raw dataset: (Scored, layout, meta)."""
-    from runner.loading.tensors import TensorTable
-    from runner.scoring.inference import score
-
-    model, layout, meta, features, stats = _saved_model(run)
-    frame = transform_raw(run.processor, run.source, features, stats, with_outputs=with_targets)
-    data = TensorTable.from_arrow(
-        pa.Table.from_pandas(frame, preserve_index=False), layout, with_targets
-    )
-    return score(model, data.chunks(run.loader.eval_batch_size), layout), layout, meta
+    return Predictor.load(run.settings.model_dir)
 
 
 def command_predict(run: Run) -> dict:
-    from runner.scoring.decoding import Decoders, prediction_frame
-
+    """The saved model on raw data, partition by partition, through the Predictor."""
     if not run.backend.is_main:
         return {}  # under horovodrun, rank 0 scores and writes (once)
-    scored, layout, meta = _score_raw(run, with_targets=False)
-    frame = prediction_frame(layout, Decoders(meta), scored.logits, scored.row_ids)
+    predictor = _predictor(run)
+    parts = map_raw(run.processor, run.source, predictor.features.inputs, predictor.predict)
+    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     path = run.run_dir / "predictions.parquet"
     outputs.write_parquet(frame, path)
     print(f"\n{len(frame)} predictions for {run.source.label}\npredictions  {path}")
@@ -218,18 +194,40 @@ def command_predict(run: Run) -> dict:
 
 
 def command_evaluate(run: Run) -> dict:
-    from runner.scoring.decoding import Decoders, compute_metrics
+    from runner.scoring.inference import concat_scored
 
     if not run.backend.is_main:
         return {}  # under horovodrun, rank 0 scores and writes (once)
-    scored, layout, meta = _score_raw(run, with_targets=True)
+    predictor = _predictor(run)
+    parts = map_raw(run.processor, run.source, predictor.features.all, predictor.score_labelled)
+    scored = concat_scored(parts)
     if not len(scored.row_ids):
         raise UserError(
             f"{run.source.label} has no rows with a known target; evaluate needs labelled rows"
         )
-    metrics = {"evaluation": compute_metrics(layout, Decoders(meta), scored.logits, scored.targets)}
+    metrics = {"evaluation": predictor.metrics(scored)}
     _finish(run, metrics, {"rows": len(scored.row_ids), "dataset": run.source.label})
     return metrics
+
+
+def command_serve(run: Run) -> dict:
+    """The model behind HTTP on Ray Serve until SIGINT / SIGTERM (runner/serving)."""
+    from runner.serving.server import serve_until_stopped
+
+    serve_until_stopped(run.settings.serve, run.settings.model_dir)
+    return {}
+
+
+def command_export(run: Run) -> dict:
+    """The network as TorchScript, taking the encoded tensors, with the metadata beside it."""
+    from runner.model.artifact import load_model_dir
+    from runner.model.export import export_torchscript
+
+    saved = load_model_dir(run.settings.model_dir)
+    target = Path(run.settings.export.path or run.run_dir / "export").expanduser()
+    path = export_torchscript(saved, target)
+    print(f"\nexported {run.settings.export.format}  {path}")
+    return {}
 
 
 def _finish(run: Run, metrics: dict, extra: dict) -> None:
@@ -254,4 +252,6 @@ COMMANDS = {
     "train": command_train,
     "evaluate": command_evaluate,
     "predict": command_predict,
+    "serve": command_serve,
+    "export": command_export,
 }

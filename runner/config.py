@@ -19,7 +19,8 @@ from omegaconf import II, MISSING, DictConfig, ListConfig, OmegaConf
 
 from runner.errors import UserError
 
-COMMANDS = ("experiment", "preprocess", "train", "evaluate", "predict")
+COMMANDS = ("experiment", "preprocess", "train", "evaluate", "predict", "serve", "export")
+EXPORT_FORMATS = ("torchscript",)
 STRATEGIES = ("auto", "local", "horovod", "ddp")
 PLACEMENTS = ("spread", "pack")
 OPTIMIZERS = ("adamw", "adam", "sgd")
@@ -221,7 +222,9 @@ class TrainerConfig:
     # Distributed keys (ignored by one in-process worker):
     num_workers: int | None = None  # null: one per GPU when the cluster has GPUs, else 1
     use_gpu: bool | None = None  # null: true when the cluster (or this machine) has a GPU
-    resources_per_worker: dict[str, float] = field(default_factory=lambda: {"CPU": 1.0})
+    # Any Ray resource, custom ones too (e.g. {CPU: 1, highmem: 1}); null: {CPU: 1}. Any, not a
+    # typed dict, so that `trainer.resources_per_worker={...}` replaces it whole.
+    resources_per_worker: Any = None
     placement: str | None = None  # spread | pack; null: spread on CPU, pack on GPU
     logdir: str | None = None  # worker logs (rank-N.log); null = <run dir>/workers
     max_retries: int = 3  # restarts after a lost worker, resuming from the last checkpoint
@@ -262,6 +265,14 @@ class TrainerConfig:
                 f"at least trainer.min_workers={self.min_workers}",
                 self.max_workers,
             )
+        given = self.resources_per_worker or {"CPU": 1.0}
+        if not isinstance(given, dict) or not all(
+            isinstance(v, int | float) for v in given.values()
+        ):
+            raise UserError(
+                f"{t}.resources_per_worker={given} must map resource names to amounts, e.g. {{CPU: 1, GPU: 1}}"
+            )
+        self.resources_per_worker = {str(k): float(v) for k, v in given.items()}
         for resource, amount in self.resources_per_worker.items():
             _require(amount >= 0, f"{t}.resources_per_worker.{resource}", "0 or more", amount)
         if self.placement is not None:
@@ -343,6 +354,54 @@ class SweepConfig:
 
 
 @dataclass
+class ServeConfig:
+    """command=serve: the model behind HTTP on Ray Serve."""
+
+    host: str = "127.0.0.1"  # 0.0.0.0 to answer other machines
+    port: int = 8000
+    num_replicas: int = 1
+    resources_per_replica: Any = None  # null: {CPU: 1}; GPU and custom resources too
+    max_batch_size: int = 64  # requests that Ray Serve scores together
+    batch_wait_timeout_s: float = 0.002  # how long a batch waits to fill
+    max_body_bytes: int = 10 * 2**20  # a larger request body is answered 413
+
+    def __post_init__(self):
+        _require(1 <= self.port <= 65535, "serve.port", "in [1, 65535]", self.port)
+        _require(self.num_replicas >= 1, "serve.num_replicas", "at least 1", self.num_replicas)
+        _require(
+            self.max_batch_size >= 1, "serve.max_batch_size", "at least 1", self.max_batch_size
+        )
+        _require(
+            self.batch_wait_timeout_s >= 0,
+            "serve.batch_wait_timeout_s",
+            "0 or more",
+            self.batch_wait_timeout_s,
+        )
+        _require(
+            self.max_body_bytes >= 1, "serve.max_body_bytes", "at least 1", self.max_body_bytes
+        )
+        given = self.resources_per_replica or {"CPU": 1.0}
+        if not isinstance(given, dict) or not all(
+            isinstance(v, int | float) for v in given.values()
+        ):
+            raise UserError(
+                f"serve.resources_per_replica={given} must map resource names to amounts, e.g. {{CPU: 1}}"
+            )
+        self.resources_per_replica = {str(k): float(v) for k, v in given.items()}
+
+
+@dataclass
+class ExportConfig:
+    """command=export: the network as an artifact that takes the encoded tensors."""
+
+    format: str = "torchscript"
+    path: str | None = None  # null: <run dir>/export
+
+    def __post_init__(self):
+        _one_of(self.format, EXPORT_FORMATS, "export.format")
+
+
+@dataclass
 class RunConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -358,8 +417,10 @@ class RunConfig:
     # endpoint_url, ...) or the path of a JSON file holding one. Never logged.
     cache_credentials: Any = None
     sweep: SweepConfig = field(default_factory=SweepConfig)
-    # A trained model's directory (<run>/model) for command=predict|evaluate.
+    # A trained model's directory (<run>/model) for command=predict|evaluate|serve|export.
     model_dir: str | None = None
+    serve: ServeConfig = field(default_factory=ServeConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
 
     def __post_init__(self):
         _one_of(self.command, COMMANDS, "command")

@@ -16,12 +16,9 @@ import pandas as pd
 import torch
 from omegaconf import OmegaConf
 
-from runner.errors import UserError
 from runner.model.layout import Layout
 from runner.redact import redact
 from runner.scoring.metrics import METRICS
-
-MODEL_FILES = ("weights.pt", "meta.json", "config.yaml")
 
 
 def write_json(path: Path, payload: dict) -> None:
@@ -51,23 +48,6 @@ def save_model(model_dir: Path, model: torch.nn.Module, meta: dict, cfg) -> None
     (tmp / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(redact(resolved))))
     shutil.rmtree(model_dir, ignore_errors=True)
     os.rename(tmp, model_dir)
-
-
-def load_model_dir(model_dir: str | None):
-    """(state_dict, meta, model config) of a saved model, or a clear error."""
-    if not model_dir:
-        raise UserError("this command needs model_dir=<run dir>/model from a finished training run")
-    path = Path(os.path.expanduser(model_dir))
-    missing = [name for name in MODEL_FILES if not (path / name).is_file()]
-    if missing:
-        raise UserError(
-            f"model_dir={model_dir} is not a model directory (missing {', '.join(missing)}); "
-            "pass the model/ folder of a finished training run"
-        )
-    meta = json.loads((path / "meta.json").read_text())
-    cfg = OmegaConf.load(path / "config.yaml")
-    state = torch.load(path / "weights.pt", map_location="cpu", weights_only=True)
-    return state, meta, OmegaConf.to_container(cfg.model, resolve=True)
 
 
 def main_metric(layout: Layout) -> str:

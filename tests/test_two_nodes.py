@@ -138,7 +138,9 @@ def test_design_card_command_against_the_cluster(two_nodes, tmp_path):
         env={"RAY_ADDRESS": cluster.address, "TABULAR_RUNNER_CACHE": str(tmp_path / "cache")},
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "trainer=auto picked horovod: trainer.num_workers=2 on Ray" in result.stdout + result.stderr
+    assert (
+        "trainer=auto picked horovod: trainer.num_workers=2 on Ray" in result.stdout + result.stderr
+    )
     report = json.loads((run_dir / "metrics.json").read_text())
     assert report["training"]["world_size"] == 2
     assert len(set(worker_nodes(run_dir))) == 2  # spread is the default on CPU

@@ -167,20 +167,10 @@ def _build(
     return meta
 
 
-def transform_raw(
-    processor, source: DataSource, features: FeatureSet, stats: dict, with_outputs: bool
-) -> pd.DataFrame:
-    """Raw data processed with saved statistics (predict / evaluate on new data), in memory.
-    Keeps the raw row number in ROW_ID so predictions can be matched to their rows."""
-    chosen = features.all if with_outputs else features.inputs
-    frame = processor.read(source, _number_columns(chosen))
-    check_columns(processor.column_names(frame), chosen, source)
-
-    def transform(part: pd.DataFrame, offset: int) -> pd.DataFrame:
-        processed, keep = transform_frame(
-            part, np.arange(offset, offset + len(part), dtype=np.int64), chosen, stats
-        )
-        return processed[keep].reset_index(drop=True)
-
-    parts = processor.map_collect(processor.select(frame, [f.name for f in chosen]), transform)
-    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+def map_raw(processor, source: DataSource, features: list, fn) -> list:
+    """fn(partition of raw rows, offset of its first row) over the raw table, partition by
+    partition where the engine keeps them (predict / evaluate on new data); only these
+    features' columns are read, and a missing one is named."""
+    frame = processor.read(source, _number_columns(features))
+    check_columns(processor.column_names(frame), features, source)
+    return processor.map_collect(processor.select(frame, [f.name for f in features]), fn)

@@ -85,3 +85,15 @@ def stack_outputs(layout: Layout, parts: dict[str, list], kind: str) -> dict[str
         else:
             out[spec.name] = np.zeros(0, np.int64 if spec.type == "category" else np.float32)
     return out
+
+
+def concat_scored(parts: list[Scored]) -> Scored:
+    """Scored partitions (in order) as one."""
+    if len(parts) == 1:
+        return parts[0]
+    names = parts[0].logits.keys()
+    return Scored(
+        {n: np.concatenate([p.logits[n] for p in parts]) for n in names},
+        {n: np.concatenate([p.targets[n] for p in parts]) for n in parts[0].targets},
+        np.concatenate([p.row_ids for p in parts]),
+    )

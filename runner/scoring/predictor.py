@@ -1,0 +1,132 @@
+"""A trained model as a Python object: raw rows in, predictions out.
+
+    from runner import Predictor
+    predictor = Predictor.load("outputs/<run>/model")
+    predictions = predictor.predict(frame)   # a DataFrame of raw values (strings or typed)
+
+Preprocessing comes from model/meta.json (the statistics fitted on the training split):
+no cache, no Hydra, no Ray. command=predict / evaluate and the HTTP server score
+through this same object, so their answers are the same.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from runner.errors import UserError
+from runner.loading.tensors import TensorTable
+from runner.model.artifact import SavedModel, load_model_dir
+from runner.processing.features import FeatureSet, transform_frame
+from runner.scoring.decoding import Decoders, compute_metrics, prediction_frame
+from runner.scoring.inference import Scored, score
+
+EVAL_CHUNK_ROWS = 4096
+
+
+class Predictor:
+    def __init__(self, saved: SavedModel, chunk_rows: int = EVAL_CHUNK_ROWS):
+        self.saved = saved
+        self.layout = saved.layout
+        self.features = FeatureSet.from_meta(saved.meta)
+        self.stats = {name: info["stats"] for name, info in saved.meta["features"].items()}
+        self.decoders = Decoders(saved.meta)
+        self.chunk_rows = chunk_rows
+
+    @classmethod
+    def load(cls, model_dir) -> Predictor:
+        return cls(load_model_dir(model_dir))
+
+    @property
+    def input_names(self) -> list[str]:
+        return [f.name for f in self.features.inputs]
+
+    def schema(self) -> dict:
+        """The inputs with their types, the outputs with their types and classes."""
+        outputs = []
+        for spec in self.layout.outputs:
+            entry = {"name": spec.name, "type": spec.type}
+            if spec.labels:
+                entry["classes"] = list(spec.labels)
+            outputs.append(entry)
+        return {
+            "inputs": [{"name": f.name, "type": f.type_name} for f in self.features.inputs],
+            "outputs": outputs,
+        }
+
+    def _scored(self, frame: pd.DataFrame, with_targets: bool, first_row: int) -> Scored:
+        chosen = self.features.all if with_targets else self.features.inputs
+        missing = [f.name for f in chosen if f.name not in frame.columns]
+        if missing:
+            raise UserError(
+                f"the data has no column {missing[0]!r} ({'an output' if missing[0] not in self.input_names else 'an input'}"
+                f" of this model); available columns: {', '.join(map(str, frame.columns))}"
+            )
+        row_ids = np.arange(first_row, first_row + len(frame), dtype=np.int64)
+        processed, keep = transform_frame(frame.reset_index(drop=True), row_ids, chosen, self.stats)
+        table = pa.Table.from_pandas(processed[keep].reset_index(drop=True), preserve_index=False)
+        data = TensorTable.from_arrow(table, self.layout, with_targets)
+        return score(self.saved.network, data.chunks(self.chunk_rows), self.layout)
+
+    def predict(self, frame: pd.DataFrame, first_row: int = 0) -> pd.DataFrame:
+        """One row per scored input row: `row` (its position, from first_row), each output's
+        prediction in raw labels or units, and its probabilities."""
+        scored = self._scored(frame, with_targets=False, first_row=first_row)
+        return prediction_frame(self.layout, self.decoders, scored.logits, scored.row_ids)
+
+    def score_labelled(self, frame: pd.DataFrame, first_row: int = 0) -> Scored:
+        """Logits and targets of the rows with a known target (for evaluate)."""
+        return self._scored(frame, with_targets=True, first_row=first_row)
+
+    def metrics(self, scored: Scored) -> dict[str, float]:
+        return compute_metrics(self.layout, self.decoders, scored.logits, scored.targets)
+
+    def records_frame(self, records: Sequence) -> pd.DataFrame:
+        """JSON-style rows (a list of objects) -> a frame, checked row by row: every input
+        present (null for a missing value), numbers numeric. Errors name the row and field."""
+        if not isinstance(records, list | tuple):
+            raise UserError('the body must be a JSON array of row objects, e.g. [{"x1": 1.5}]')
+        if not records:
+            raise UserError("the array of rows is empty; send at least one row object")
+        numbers_ = {f.name for f in self.features.inputs if f.type_name == "number"}
+        for i, row in enumerate(records):
+            if not isinstance(row, dict):
+                raise UserError(
+                    f'row {i} is not an object; send rows like {{"{self.input_names[0]}": ...}}'
+                )
+            for name in self.input_names:
+                if name not in row:
+                    raise UserError(f"row {i} has no field {name!r} (use null for a missing value)")
+            for name in numbers_:
+                value = row[name]
+                if value is None or isinstance(value, bool):
+                    continue
+                if isinstance(value, numbers.Number):
+                    if isinstance(value, float) and math.isinf(value):
+                        raise UserError(
+                            f"row {i} field {name!r} is infinite; send a finite number or null"
+                        )
+                    continue
+                if not _numeric_text(value):
+                    raise UserError(
+                        f"row {i} field {name!r} has non-numeric value {value!r}; send a number or null"
+                    )
+        return pd.DataFrame.from_records(list(records), columns=self.input_names)
+
+
+def _numeric_text(value) -> bool:
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    if text == "" or text.lower() in ("nan", "null", "none"):
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,105 @@
+"""The HTTP face of a trained model: a Ray Serve deployment with a FastAPI ingress.
+
+GET /health    200 {"status": "ok"} once the replica has loaded the model
+GET /schema    the inputs with their types, the outputs with their classes
+POST /predict  a JSON array of row objects -> a JSON array with one object per row,
+               keyed like the prediction columns (<output>_prediction, probabilities)
+
+Every request is checked on its own (body size, JSON, fields, number values) and a bad
+one gets a 4xx with {"error": ...} naming the row and field; only good requests reach
+Ray Serve's request batching, so one bad request never fails the others of its batch.
+Scoring is the Predictor's, as in command=predict.
+"""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from ray import serve
+
+from runner.errors import UserError
+from runner.scoring.predictor import Predictor
+
+api = FastAPI(title="tabular-runner model")
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _by_row(frame: pd.DataFrame) -> dict[int, dict]:
+    """The prediction frame as {row position: its object} (plain JSON values)."""
+    rows = {}
+    for record in frame.to_dict(orient="records"):
+        position = int(record.pop("row"))
+        rows[position] = {k: _plain(v) for k, v in record.items()}
+    return rows
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@serve.deployment(name="model")
+@serve.ingress(api)
+class ModelServer:
+    def __init__(
+        self, model_dir: str, max_batch_size: int, batch_wait_timeout_s: float, max_body_bytes: int
+    ):
+        self.predictor = Predictor.load(model_dir)
+        self.max_body_bytes = max_body_bytes
+        self.predict_batch.set_max_batch_size(max_batch_size)
+        self.predict_batch.set_batch_wait_timeout_s(batch_wait_timeout_s)
+
+    @api.get("/health")
+    def health(self) -> dict:
+        return {"status": "ok"}
+
+    @api.get("/schema")
+    def schema(self) -> dict:
+        return self.predictor.schema()
+
+    @api.post("/predict")
+    async def predict(self, request: Request):
+        body = await request.body()
+        if len(body) > self.max_body_bytes:
+            return _error(
+                413,
+                f"the body has {len(body)} bytes, over serve.max_body_bytes={self.max_body_bytes}; "
+                "send fewer rows per request",
+            )
+        try:
+            records = json.loads(body)
+        except ValueError as exc:
+            return _error(
+                400, f"the body is not valid JSON ({exc}); send a JSON array of row objects"
+            )
+        try:
+            frame = self.predictor.records_frame(records)
+        except UserError as exc:
+            return _error(422, str(exc))
+        try:
+            return await self.predict_batch(frame)
+        except UserError as exc:
+            return _error(422, str(exc))
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.002)
+    async def predict_batch(self, frames: list[pd.DataFrame]) -> list[list[dict]]:
+        """Many requests scored as one frame; each gets its own rows back."""
+        scored = self.predictor.predict(pd.concat(frames, ignore_index=True))
+        by_row = _by_row(scored)
+        # A row that preprocessing dropped (a missing value with missing_value_strategy=drop_row)
+        # is answered with nulls.
+        empty = {c: None for c in scored.columns if c != "row"}
+        out, first = [], 0
+        for frame in frames:
+            out.append([by_row.get(p, empty) for p in range(first, first + len(frame))])
+            first += len(frame)
+        return out

@@ -1,0 +1,74 @@
+"""command=serve: the model deployed on Ray Serve until SIGINT / SIGTERM, then shut down."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+
+from runner.config import ServeConfig
+from runner.runtime import require_ray
+from runner.scoring.predictor import Predictor
+
+log = logging.getLogger(__name__)
+APP_NAME = "tabular-runner"
+
+
+def replica_options(settings: ServeConfig) -> dict:
+    """serve.resources_per_replica as Ray actor options (custom resources too)."""
+    resources = dict(settings.resources_per_replica)
+    options = {"num_cpus": resources.pop("CPU", 0.0), "num_gpus": resources.pop("GPU", 0.0)}
+    if resources:
+        options["resources"] = resources
+    return options
+
+
+def deploy(settings: ServeConfig, model_dir: str) -> str:
+    """Deploys the model (replicas ready when this returns); returns the server's URL."""
+    from ray import serve
+
+    from runner.serving.app import ModelServer
+
+    model_dir = str(Path(model_dir).expanduser().resolve())  # replicas run elsewhere
+    Predictor.load(model_dir)  # a bad model_dir fails here, in one line, before Serve starts
+    require_ray("command=serve")
+    serve.start(http_options={"host": settings.host, "port": settings.port})
+    app = ModelServer.options(
+        num_replicas=settings.num_replicas, ray_actor_options=replica_options(settings)
+    ).bind(
+        model_dir, settings.max_batch_size, settings.batch_wait_timeout_s, settings.max_body_bytes
+    )
+    serve.run(app, name=APP_NAME, route_prefix="/")
+    return f"http://{settings.host}:{settings.port}"
+
+
+def serve_until_stopped(settings: ServeConfig, model_dir: str) -> None:
+    from ray import serve
+
+    started = time.perf_counter()
+    Predictor.load(model_dir)  # a bad model_dir fails here, in one line, before Ray starts
+    require_ray("command=serve")
+    # After Ray's start, which installs handlers of its own: ours end the wait, then clean up.
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        url = deploy(settings, model_dir)
+        log.info(
+            "serving %s at %s (%d replica(s), ready in %.1fs): GET /health, GET /schema, POST /predict; "
+            "Ctrl-C or SIGTERM stops it",
+            model_dir,
+            url,
+            settings.num_replicas,
+            time.perf_counter() - started,
+        )
+        print(f"serving at {url}", flush=True)
+        stop.wait()
+        log.info("stopping the server")
+    finally:
+        try:
+            serve.shutdown()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

@@ -1,0 +1,259 @@
+"""A trained model embedded (Predictor), exported (TorchScript) and served (Ray Serve, real
+HTTP requests): the same answers as command=predict, and bad requests answered with a 4xx
+while the server keeps serving."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pandas as pd
+import pytest
+import requests
+from conftest import MIXED_MODEL, ROOT, free_port, mixed_table, run_experiment
+
+from runner import Predictor
+from runner.config import ServeConfig
+
+PROBABILITY_TOLERANCE = 1e-6
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A model over every input type (number, category, binary, text) and every output type,
+    and new raw data with unseen categories and missing values, scored by command=predict."""
+    work = tmp_path_factory.mktemp("serving")
+    train = work / "train.csv"
+    mixed_table(2000).to_csv(train, index=False)
+    run_experiment(
+        work / "run",
+        work / "cache",
+        "command=train",
+        f"dataset.path={train}",
+        *MIXED_MODEL,
+        "trainer.epochs=3",
+        "backend=local",
+    )
+    new = mixed_table(300, seed=9).drop(columns=["good", "grade", "value"])
+    new.loc[::7, "shape"] = "hexagon"  # never seen in training
+    new.loc[::5, "size"] = np.nan
+    new.loc[::11, "review"] = None
+    new_csv = work / "new.csv"
+    new.to_csv(new_csv, index=False)
+    run_experiment(
+        work / "predict",
+        work / "cache",
+        "command=predict",
+        f"model_dir={work / 'run' / 'model'}",
+        f"dataset.path={new_csv}",
+        "backend=local",
+    )
+    expected = pd.read_parquet(work / "predict" / "predictions.parquet")
+    return {"dir": work / "run" / "model", "csv": new_csv, "expected": expected, "work": work}
+
+
+def assert_same_predictions(got: pd.DataFrame, want: pd.DataFrame):
+    assert list(got.columns) == list(want.columns)
+    assert len(got) == len(want)
+    for column in want.columns:
+        if column.endswith("_prediction") and want[column].dtype == object:
+            assert got[column].tolist() == want[column].tolist(), column
+        else:
+            np.testing.assert_allclose(
+                got[column].to_numpy(float),
+                want[column].to_numpy(float),
+                atol=PROBABILITY_TOLERANCE,
+                rtol=0,
+                err_msg=column,
+            )
+
+
+def test_predictor_equals_batch_predict_on_typed_and_string_frames(model):
+    predictor = Predictor.load(model["dir"])
+    assert_same_predictions(predictor.predict(pd.read_csv(model["csv"])), model["expected"])
+    strings = pd.read_csv(model["csv"], dtype=str)  # every value a string, missing ones NaN
+    assert_same_predictions(predictor.predict(strings), model["expected"])
+
+
+def test_predictor_names_a_missing_column_and_a_bad_value(model):
+    from runner.errors import UserError
+
+    predictor = Predictor.load(model["dir"])
+    frame = pd.read_csv(model["csv"])
+    with pytest.raises(UserError, match="the data has no column 'shape'"):
+        predictor.predict(frame.drop(columns=["shape"]))
+    bad = frame.astype({"size": object})
+    bad.loc[3, "size"] = "huge"
+    with pytest.raises(
+        UserError, match="number feature 'size' has non-numeric value 'huge' at data row 4"
+    ):
+        predictor.predict(bad)
+
+
+def test_export_gives_the_models_outputs(model):
+    import pyarrow as pa
+    import torch
+
+    from runner.loading.tensors import TensorTable
+    from runner.processing.features import transform_frame
+
+    run_experiment(
+        model["work"] / "export",
+        model["work"] / "cache",
+        "command=export",
+        f"model_dir={model['dir']}",
+        "backend=local",
+    )
+    artifact = model["work"] / "export" / "export" / "model.torchscript.pt"
+    exported = torch.jit.load(str(artifact))
+    predictor = Predictor.load(model["dir"])
+    frame = pd.read_csv(model["csv"])
+    processed, keep = transform_frame(
+        frame, np.arange(len(frame)), predictor.features.inputs, predictor.stats
+    )
+    data = TensorTable.from_arrow(
+        pa.Table.from_pandas(processed[keep]), predictor.layout, with_targets=False
+    )
+    with torch.no_grad():
+        want = predictor.saved.network(data.inputs)
+        got = exported(data.inputs)
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], atol=1e-5, rtol=0)
+    described = json.loads((artifact.parent / "export.json").read_text())
+    assert described["inputs"]["numeric"]["columns"] == predictor.layout.numeric
+
+
+@pytest.fixture(scope="module")
+def server(model, ray_session):
+    from ray import serve
+
+    from runner.serving.server import deploy
+
+    settings = ServeConfig(port=free_port(), max_body_bytes=50_000, max_batch_size=16)
+    url = deploy(settings, str(model["dir"]))
+    yield url
+    serve.shutdown()
+
+
+def rows_of(model, n=None) -> list[dict]:
+    frame = pd.read_csv(model["csv"]).head(n) if n else pd.read_csv(model["csv"])
+    return json.loads(frame.to_json(orient="records"))  # NaN -> null, as a client sends it
+
+
+@pytest.mark.distributed
+def test_health_and_schema(server):
+    assert requests.get(f"{server}/health", timeout=10).json() == {"status": "ok"}
+    schema = requests.get(f"{server}/schema", timeout=10).json()
+    assert {"name": "shape", "type": "category"} in schema["inputs"]
+    grade = next(o for o in schema["outputs"] if o["name"] == "grade")
+    assert grade["type"] == "category" and sorted(grade["classes"]) == ["A", "B", "C"]
+
+
+@pytest.mark.distributed
+def test_http_answers_equal_batch_predict(server, model):
+    response = requests.post(f"{server}/predict", json=rows_of(model), timeout=30)
+    assert response.status_code == 200, response.text
+    got = pd.DataFrame(response.json())
+    want = model["expected"]
+    assert_same_predictions(got, want.drop(columns=["row"]))
+
+
+@pytest.mark.distributed
+def test_concurrent_single_rows_are_batched_and_right(server, model):
+    rows = rows_of(model, 40)
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(
+            pool.map(lambda r: requests.post(f"{server}/predict", json=[r], timeout=30), rows)
+        )
+    assert all(a.status_code == 200 for a in answers)
+    got = pd.DataFrame([a.json()[0] for a in answers])
+    assert_same_predictions(got, model["expected"].head(40).drop(columns=["row"]))
+
+
+@pytest.mark.distributed
+def test_bad_requests_get_4xx_and_the_server_keeps_serving(server, model):
+    good = rows_of(model, 3)
+    missing_field = [dict(good[0]), {k: v for k, v in good[1].items() if k != "weight"}]
+    non_numeric = [dict(good[0]), {**good[1], "size": "huge"}]
+    bad = {
+        "malformed JSON": (b'[{"size": 1.0,', 400, "not valid JSON"),
+        "not an array": (json.dumps({"size": 1}).encode(), 422, "JSON array of row objects"),
+        "empty array": (b"[]", 422, "empty"),
+        "missing field": (json.dumps(missing_field).encode(), 422, "row 1 has no field 'weight'"),
+        "non-numeric": (
+            json.dumps(non_numeric).encode(),
+            422,
+            "row 1 field 'size' has non-numeric value 'huge'",
+        ),
+        "oversized body": (
+            json.dumps(rows_of(model) * 3).encode(),
+            413,
+            "over serve.max_body_bytes",
+        ),
+    }
+    for case, (body, status, message) in bad.items():
+        response = requests.post(
+            f"{server}/predict", data=body, headers={"content-type": "application/json"}, timeout=30
+        )
+        assert response.status_code == status, (case, response.status_code, response.text)
+        assert message in response.json()["error"], (case, response.text)
+    # Still serving, and still right.
+    response = requests.post(f"{server}/predict", json=good, timeout=30)
+    assert response.status_code == 200
+    assert_same_predictions(
+        pd.DataFrame(response.json()), model["expected"].head(3).drop(columns=["row"])
+    )
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_serve_command_runs_until_sigterm(model, tmp_path):
+    """python run.py command=serve: healthy, answers, and stops cleanly on SIGTERM."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "command=serve",
+            f"model_dir={model['dir']}",
+            f"serve.port={port}",
+            "backend.ray.num_cpus=2",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if requests.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:  # not listening yet, or not ready to answer
+                pass
+            assert process.poll() is None, process.stdout.read()
+            time.sleep(0.5)
+        answer = requests.post(f"{url}/predict", json=rows_of(model, 2), timeout=30)
+        assert answer.status_code == 200 and len(answer.json()) == 2
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=90)[0]
+    assert process.returncode == 0, output[-3000:]
+    assert f"serving at {url}" in output
+    deadline = time.time() + 30  # Ray's proxy process may take a moment to go
+    while True:
+        try:
+            requests.get(f"{url}/health", timeout=1)
+        except requests.ConnectionError:
+            break
+        except requests.Timeout:
+            pass
+        assert time.time() < deadline, "still answering after the command ended"
+        time.sleep(0.5)
