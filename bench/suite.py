@@ -557,6 +557,52 @@ def render_markdown(figures: dict) -> str:
             "",
             "s",
         )
+    for name, serving in s.get("serving", {}).items():
+        row(
+            f"serve: single-row latency p50 ({name})",
+            "1 row",
+            serving["single_row_p50_ms"],
+            None,
+            None,
+            "",
+            " ms",
+        )
+        row(
+            f"serve: single-row latency p99 ({name})",
+            "1 row",
+            serving["single_row_p99_ms"],
+            None,
+            None,
+            "< 20 ms",
+            " ms",
+        )
+        row(
+            f"serve: rows/s in batches of 1,000 ({name}, 4 clients)",
+            "1k rows",
+            serving["batch_rows_per_second"],
+            None,
+            None,
+            "",
+        )
+        row(
+            f"serve: `command=serve` to healthy ({name})",
+            "-",
+            serving["seconds_to_healthy"],
+            None,
+            None,
+            "",
+            "s",
+        )
+    one, two = s.get("serving", {}).get("1 replica(s)"), s.get("serving", {}).get("2 replica(s)")
+    if one and two:
+        row(
+            "serve: batch rows/s, 2 replicas vs 1",
+            "1k rows",
+            two["batch_rows_per_second"],
+            one["batch_rows_per_second"],
+            ratio(two["batch_rows_per_second"], one["batch_rows_per_second"]),
+            "",
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -571,7 +617,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated sections to skip: processors,ray,scaling,ooc,sweeps",
+        help="comma-separated sections to skip: processors,ray,scaling,ooc,sweeps,serving",
     )
     parser.add_argument(
         "--only",
@@ -599,6 +645,8 @@ def main(argv: list[str] | None = None) -> None:
                 suite.scaling(data, rows)
             if "preprocessing" in only:  # pandas: cold build and cache hit, measured together
                 suite.preprocessing(data, rows, "pandas")
+        if "serving" in only:
+            serve_section(suite, work, args.smoke)
         suite.write()
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -630,7 +678,17 @@ def main(argv: list[str] | None = None) -> None:
         from bench.sweeps import sweep_figures
 
         suite.record("sweeps", "3 trials", sweep_figures(work, smoke=args.smoke))
+    if "serving" not in skip:
+        serve_section(suite, work, args.smoke)
     suite.write()
+
+
+def serve_section(suite, work: Path, smoke: bool) -> None:
+    from bench.serving import serving_figures
+
+    suite.figures["sections"].pop("serving", None)
+    for name, figures in serving_figures(work, smoke=smoke).items():
+        suite.record("serving", name, figures)
 
 
 if __name__ == "__main__":

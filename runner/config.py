@@ -39,6 +39,19 @@ def _one_of(value, allowed: tuple, key: str) -> None:
         raise UserError(f"{key}={value} is unknown; use one of: {', '.join(map(str, allowed))}")
 
 
+def _resources(given, key: str) -> dict[str, float]:
+    """A Ray resource mapping ({CPU: 1, GPU: 1, custom: 2}); null means {CPU: 1}."""
+    given = given or {"CPU": 1.0}
+    if not isinstance(given, dict) or not all(isinstance(v, int | float) for v in given.values()):
+        raise UserError(
+            f"{key}={given} must map resource names to amounts, e.g. {{CPU: 1, GPU: 1}}"
+        )
+    resources = {str(k): float(v) for k, v in given.items()}
+    for resource, amount in resources.items():
+        _require(amount >= 0, f"{key}.{resource}", "0 or more", amount)
+    return resources
+
+
 @dataclass
 class FeatureConfig:
     name: str = MISSING
@@ -265,16 +278,9 @@ class TrainerConfig:
                 f"at least trainer.min_workers={self.min_workers}",
                 self.max_workers,
             )
-        given = self.resources_per_worker or {"CPU": 1.0}
-        if not isinstance(given, dict) or not all(
-            isinstance(v, int | float) for v in given.values()
-        ):
-            raise UserError(
-                f"{t}.resources_per_worker={given} must map resource names to amounts, e.g. {{CPU: 1, GPU: 1}}"
-            )
-        self.resources_per_worker = {str(k): float(v) for k, v in given.items()}
-        for resource, amount in self.resources_per_worker.items():
-            _require(amount >= 0, f"{t}.resources_per_worker.{resource}", "0 or more", amount)
+        self.resources_per_worker = _resources(
+            self.resources_per_worker, f"{t}.resources_per_worker"
+        )
         if self.placement is not None:
             _one_of(self.placement, PLACEMENTS, f"{t}.placement")
         _require(self.max_retries >= 0, f"{t}.max_retries", "0 or more", self.max_retries)
@@ -362,7 +368,8 @@ class ServeConfig:
     num_replicas: int = 1
     resources_per_replica: Any = None  # null: {CPU: 1}; GPU and custom resources too
     max_batch_size: int = 64  # requests that Ray Serve scores together
-    batch_wait_timeout_s: float = 0.002  # how long a batch waits to fill
+    # How long a batch waits to fill; 0: requests that queued while the last batch ran go together.
+    batch_wait_timeout_s: float = 0.0
     max_body_bytes: int = 10 * 2**20  # a larger request body is answered 413
 
     def __post_init__(self):
@@ -380,14 +387,9 @@ class ServeConfig:
         _require(
             self.max_body_bytes >= 1, "serve.max_body_bytes", "at least 1", self.max_body_bytes
         )
-        given = self.resources_per_replica or {"CPU": 1.0}
-        if not isinstance(given, dict) or not all(
-            isinstance(v, int | float) for v in given.values()
-        ):
-            raise UserError(
-                f"serve.resources_per_replica={given} must map resource names to amounts, e.g. {{CPU: 1}}"
-            )
-        self.resources_per_replica = {str(k): float(v) for k, v in given.items()}
+        self.resources_per_replica = _resources(
+            self.resources_per_replica, "serve.resources_per_replica"
+        )
 
 
 @dataclass

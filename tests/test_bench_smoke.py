@@ -44,6 +44,7 @@ def test_every_figure_is_produced(tmp_path):
         "scaling",
         "out of core",
         "sweeps",
+        "serving",
     }
     assert expected <= set(figures), sorted(figures)
     size = "2k"
@@ -57,6 +58,9 @@ def test_every_figure_is_produced(tmp_path):
         assert figures["scaling"][size][key] > 0
     assert figures["out of core"]["4k"]["peak_memory_mb"] > 0
     assert figures["sweeps"]["3 trials"]["ray_seconds"] > 0
+    for replicas in ("1 replica(s)", "2 replica(s)"):
+        assert figures["serving"][replicas]["single_row_p99_ms"] > 0
+        assert figures["serving"][replicas]["batch_rows_per_second"] > 0
     table = (out / "figures.md").read_text()
     for row in (
         "preprocessing rows/s (pandas)",
@@ -70,5 +74,7 @@ def test_every_figure_is_produced(tmp_path):
         "out-of-core peak memory",
         "sweep of 3 trials",
         "`python run.py --help`",
+        "serve: single-row latency p99",
+        "serve: batch rows/s, 2 replicas vs 1",
     ):
         assert row in table, row

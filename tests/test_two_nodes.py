@@ -87,13 +87,8 @@ def node_of(resource: str) -> str:
     return next(n["NodeID"] for n in ray.nodes() if n["Alive"] and resource in n["Resources"])
 
 
-SMALL = ["dataset.synthetic_rows=3000", "trainer.epochs=1", "loader=local"]
-
-
-@pytest.mark.parametrize("trainer", ["horovod", "ddp"])
-@pytest.mark.parametrize("placement", ["spread", "pack"])
-def test_spread_and_pack_placement(two_nodes, tmp_path, trainer, placement):
-    """Two workers of half a CPU fit on one node: spread puts one on each, pack both on one."""
+def two_workers(tmp_path, trainer: str, resources: str, *overrides: str):
+    """A small run with two workers of these resources; returns its run dir."""
     run_dir = tmp_path / "run"
     run_experiment(
         run_dir,
@@ -101,10 +96,20 @@ def test_spread_and_pack_placement(two_nodes, tmp_path, trainer, placement):
         "backend=ray",
         f"trainer={trainer}",
         "trainer.num_workers=2",
-        "trainer.resources_per_worker={CPU:0.5}",
-        f"trainer.placement={placement}",
-        *SMALL,
+        f"trainer.resources_per_worker={resources}",
+        "dataset.synthetic_rows=3000",
+        "trainer.epochs=1",
+        "loader=local",
+        *overrides,
     )
+    return run_dir
+
+
+@pytest.mark.parametrize("trainer", ["horovod", "ddp"])
+@pytest.mark.parametrize("placement", ["spread", "pack"])
+def test_spread_and_pack_placement(two_nodes, tmp_path, trainer, placement):
+    """Two workers of half a CPU fit on one node: spread puts one on each, pack both on one."""
+    run_dir = two_workers(tmp_path, trainer, "{CPU:0.5}", f"trainer.placement={placement}")
     nodes = worker_nodes(run_dir)
     assert len(nodes) == 2
     assert len(set(nodes)) == (2 if placement == "spread" else 1), nodes
@@ -113,16 +118,7 @@ def test_spread_and_pack_placement(two_nodes, tmp_path, trainer, placement):
 @pytest.mark.parametrize("trainer", ["horovod", "ddp"])
 def test_custom_resources_decide_where_workers_go(two_nodes, tmp_path, trainer):
     """Only the second node has the resource `second`: both workers must go there."""
-    run_dir = tmp_path / "run"
-    run_experiment(
-        run_dir,
-        tmp_path / "cache",
-        "backend=ray",
-        f"trainer={trainer}",
-        "trainer.num_workers=2",
-        "trainer.resources_per_worker={CPU:0.5,second:0.5}",
-        *SMALL,
-    )
+    run_dir = two_workers(tmp_path, trainer, "{CPU:0.5,second:0.5}")
     assert worker_nodes(run_dir) == [node_of("second")] * 2
 
 

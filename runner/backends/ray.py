@@ -14,17 +14,8 @@ class RayBackend(LocalBackend):
     name = "ray"
     runs_on_ray = True
 
-    def __init__(
-        self,
-        address: str | None,
-        num_cpus: float | None,
-        num_gpus: float | None,
-        object_store_memory: int | None,
-        connect_timeout_s: float,
-    ):
-        self.runtime = runtime.RayRuntime(
-            address, num_cpus, num_gpus, object_store_memory, connect_timeout_s
-        )
+    def __init__(self, **settings):  # runner.config.RaySettings' fields
+        self.runtime = runtime.RayRuntime(**settings)
 
     def __enter__(self):
         self.runtime.check()  # an unreachable cluster fails now, in seconds

@@ -227,6 +227,14 @@ class CategoryFeature(Feature):
             )
         return {"vocab": kept, "mode": kept[0]}
 
+    def _vocab_index(self, vocab: list[str]) -> pd.Index:
+        """A hash index of the vocabulary (value -> code, -1 when unseen), built once per
+        vocabulary object: a Predictor or server transforms many small frames with the same one."""
+        cached = getattr(self, "_vocab_cache", None)
+        if cached is None or cached[0] is not vocab:
+            cached = self._vocab_cache = (vocab, pd.Index(vocab, dtype=object))
+        return cached[1]
+
     def vocabulary(self, stats: dict) -> list[str]:
         """Index -> label; inputs reserve index 0 for unknown and missing values."""
         return stats["vocab"] if self.role == "output" else [UNKNOWN_TOKEN, *stats["vocab"]]
@@ -239,7 +247,7 @@ class CategoryFeature(Feature):
             values = values.fillna(stats["mode"])
         elif strategy == "fill_value":
             values = values.fillna(str(self.options["fill_value"]))
-        codes = pd.Categorical(values, categories=stats["vocab"]).codes.astype(np.int64)
+        codes = self._vocab_index(stats["vocab"]).get_indexer(values.to_numpy()).astype(np.int64)
         if self.role == "output":
             # Unseen or missing targets cannot be scored; those rows are dropped.
             return codes.astype(np.int32), codes >= 0

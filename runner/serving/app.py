@@ -90,7 +90,7 @@ class ModelServer:
         except UserError as exc:
             return _error(422, str(exc))
 
-    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.002)
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.0)
     async def predict_batch(self, frames: list[pd.DataFrame]) -> list[list[dict]]:
         """Many requests scored as one frame; each gets its own rows back."""
         scored = self.predictor.predict(pd.concat(frames, ignore_index=True))

@@ -1,0 +1,134 @@
+"""Serving figures: `python run.py command=serve` measured with a real HTTP client: the time
+from the command to a healthy server, single-row latency (p50, p99) and rows/s for batches of
+1,000 rows, with 1 and 2 replicas."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _train(work: Path) -> Path:
+    run_dir = work / "serving" / "train"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "command=train",
+            "backend=local",
+            "trainer.epochs=2",
+            "trainer.progress_bar=false",
+            f"cache_dir={work / 'caches' / 'serving'}",
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
+    return run_dir / "model"
+
+
+def _rows(n: int) -> list[dict]:
+    from runner.processing.synthetic import make_synthetic
+
+    frame = make_synthetic(n, 7).drop(columns=["label"])
+    return json.loads(frame.to_json(orient="records"))
+
+
+def _measure(model_dir: Path, replicas: int, singles: int, batches: int) -> dict:
+    import requests
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "command=serve",
+            f"model_dir={model_dir}",
+            f"serve.port={port}",
+            f"serve.num_replicas={replicas}",
+            "serve.resources_per_replica={CPU:0.5}",
+            "backend.ray.num_cpus=2",
+            f"hydra.run.dir={model_dir.parent.parent / f'serve-{replicas}'}",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
+    try:
+        while True:
+            try:
+                if requests.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if process.poll() is not None or time.perf_counter() - started > 300:
+                raise RuntimeError("command=serve did not become healthy")
+            time.sleep(0.1)
+        healthy = time.perf_counter() - started
+        session = requests.Session()
+        one = _rows(1)
+        for _ in range(10):  # warm-up
+            session.post(f"{url}/predict", json=one, timeout=30)
+        latencies = []
+        for _ in range(singles):
+            t = time.perf_counter()
+            answer = session.post(f"{url}/predict", json=one, timeout=30)
+            latencies.append(time.perf_counter() - t)
+            answer.raise_for_status()
+        batch = _rows(1000)
+
+        def post(_):
+            with requests.Session() as s:
+                s.post(f"{url}/predict", json=batch, timeout=60).raise_for_status()
+
+        t = time.perf_counter()
+        with ThreadPoolExecutor(
+            4
+        ) as pool:  # concurrent clients, so that replicas can share the load
+            list(pool.map(post, range(batches)))
+        batch_seconds = time.perf_counter() - t
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    ms = np.array(latencies) * 1000
+    return {
+        "replicas": replicas,
+        "seconds_to_healthy": healthy,
+        "single_row_p50_ms": float(np.percentile(ms, 50)),
+        "single_row_p99_ms": float(np.percentile(ms, 99)),
+        "batch_rows_per_second": batches * 1000 / batch_seconds,
+        "single_requests": singles,
+        "batches": batches,
+    }
+
+
+def serving_figures(work: Path, smoke: bool = False) -> dict:
+    sys.path.insert(0, str(ROOT))
+    model_dir = _train(work)
+    singles, batches = (20, 2) if smoke else (500, 40)
+    return {f"{r} replica(s)": _measure(model_dir, r, singles, batches) for r in (1, 2)}
