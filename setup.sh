@@ -10,15 +10,27 @@ want=$(cat pyproject.toml setup.sh | sha256sum | cut -c1-16)
 if [[ -f $stamp && "$(cat "$stamp")" == "$want" ]]; then
     exit 0
 fi
-# Horovod 0.28.1 is built from its sdist with two fixes: C++17 in two CMakeLists (it does
+# Horovod 0.28.1 is built from its sdist, with MPI (Open MPI from Debian's packages, for
+# `mpirun` and `horovodrun --mpi`) and gloo (Ray, `horovodrun --gloo`), and two fixes: C++17 in two CMakeLists (it does
 # not compile against torch >= 2.1 as released), and process sets' gloo device bound to
 # HOROVOD_GLOO_IFACE like the global one (0.28.1 binds them to the hostname's address, which is
 # 127.0.0.1 on many machines, so a job across hosts hangs at start). The built wheel is kept
 # outside the checkout, under a name that says which fixes it has, so that fresh clones on this
 # machine reuse it; .venv/.horovod-build says which build the venv has.
 HOROVOD_VERSION=0.28.1
-HOROVOD_BUILD=$HOROVOD_VERSION-fixes2
+HOROVOD_BUILD=$HOROVOD_VERSION-fixes2-mpi
 WHEELS=${TABULAR_RUNNER_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/tabular-runner/wheels}/horovod-$HOROVOD_BUILD
+ensure_mpi() {
+    if command -v mpicxx >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
+        return
+    fi
+    echo "setup: installing Open MPI (Debian packages openmpi-bin, libopenmpi-dev)"
+    local sudo=""
+    [[ $(id -u) == 0 ]] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends openmpi-bin libopenmpi-dev >/dev/null
+}
+
 install_horovod() {
     if [[ "$(cat .venv/.horovod-build 2>/dev/null)" == "$HOROVOD_BUILD" ]] && .venv/bin/python -c "import horovod.torch" 2>/dev/null; then
         return
@@ -38,7 +50,7 @@ install_horovod() {
         grep -q "gloo_iface_ = global_context.gloo_iface_" "$src/horovod/common/gloo/gloo_context.cc" \
             || { echo "setup: the Horovod gloo fix did not apply" >&2; exit 1; }
         mkdir -p "$WHEELS"
-        (cd "$src" && HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+        (cd "$src" && HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 \
             HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=-j2 \
             "$root/.venv/bin/python" -m pip wheel --quiet --no-build-isolation --no-deps . -w "$WHEELS")
         rm -rf "$build"
@@ -61,6 +73,7 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # hydra-ray-launcher pins cloudpickle<3, which Dask needs; its `ray` launcher works
 # with cloudpickle 3, so it goes in without its pins (../shared/STACK.md).
 "${pip[@]}" --no-deps hydra-ray-launcher==1.2.2
+ensure_mpi
 install_horovod
 echo "$want" > "$stamp"
 echo "setup: .venv is ready"

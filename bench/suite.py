@@ -326,6 +326,27 @@ class Suite:
                 2 * figures[f"{variant}_1"]
             )
             figures[f"{variant}_speedup"] = figures[f"{variant}_2"] / figures[f"{variant}_1"]
+        for trainer in ("horovod", "ddp"):  # fp16 gradient compression, 2 workers, against none
+            run_dir = self.work / "runs" / f"scale-{trainer}-fp16-2"
+            shutil.rmtree(run_dir, ignore_errors=True)
+            measure(
+                [
+                    *RUN,
+                    f"dataset.path={data}",
+                    "backend=ray",
+                    "backend.num_cpus=2",
+                    f"trainer={trainer}",
+                    "trainer.num_workers=2",
+                    "trainer.resources_per_worker={CPU:1}",
+                    "trainer.compression=fp16",
+                    *MODEL,
+                    *heavy,
+                    f"cache_dir={self.work / 'caches' / 'scaling'}",
+                    f"hydra.run.dir={run_dir}",
+                ]
+            )
+            report = json.loads((run_dir / "metrics.json").read_text())["training"]
+            figures[f"{trainer}_fp16_2"] = report["steady_train_samples_per_second"]
         figures.update(self.parallel_ceiling(batch, "_after"))
         self.record("scaling", label(rows), figures)
         return figures
@@ -513,6 +534,16 @@ def render_markdown(figures: dict) -> str:
                     sc[f"{variant}_1"],
                     sc[f"{variant}_speedup"],
                     ">= 1.7x",
+                )
+        for trainer in ("horovod", "ddp"):
+            if f"{trainer}_fp16_2" in sc:
+                row(
+                    f"{trainer}, 2 workers: fp16 gradient compression vs none (samples/s)",
+                    size,
+                    sc[f"{trainer}_fp16_2"],
+                    sc[f"{trainer}_2"],
+                    ratio(sc[f"{trainer}_fp16_2"], sc[f"{trainer}_2"]),
+                    "",
                 )
         row("local trainer, 1 thread (samples/s)", size, sc["local_1"], None, None, "")
         for when in ("", "_after"):

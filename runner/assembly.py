@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner.backends.auto import AutoBackend
 from runner.backends.base import Backend
+from runner.backends.horovod import HorovodBackend
 from runner.config import RunConfig, TrainerConfig, check_config
 from runner.errors import UserError
 from runner.loading.base import Loader
@@ -244,6 +245,8 @@ def assemble(cfg: DictConfig, run_dir: str | Path) -> Plan:
         ]
         serving = ["command=serve"] if settings.command == "serve" else []
         backend = backend.detect(trainer.wants_ray() or next(iter(named + serving), None))
+    if isinstance(backend, HorovodBackend):
+        backend.timeline = trainer.settings.timeline
     source = DataSource.from_config(settings.dataset)
     credentials = settings.cache_credentials
     if isinstance(credentials, DictConfig):

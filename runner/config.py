@@ -132,10 +132,23 @@ class RaySettings:
     num_gpus: float | None = None
     object_store_memory: int | None = None  # bytes
     connect_timeout_s: float = 5.0
+    # Ray's dashboard, for a local Ray this run starts (an attached cluster has its own).
+    dashboard: bool = False
+    dashboard_host: str = "127.0.0.1"  # 0.0.0.0 to reach it from other machines
+    dashboard_port: int = 8265
+    # Ray workers' own output (Ray Data executions, Horovod chatter) on this console; off: it
+    # stays in Ray's session logs, and each training worker's log in <trainer.logdir>/rank-N.log.
+    worker_logs: bool = False
 
     def __post_init__(self):
         _require(
             self.connect_timeout_s > 0, "backend.connect_timeout_s", "> 0", self.connect_timeout_s
+        )
+        _require(
+            1 <= self.dashboard_port <= 65535,
+            "backend.dashboard_port",
+            "in [1, 65535]",
+            self.dashboard_port,
         )
 
 
@@ -248,6 +261,8 @@ class TrainerConfig:
     # Network interfaces Horovod's traffic between hosts uses (e.g. [eth0]); null: Horovod probes
     # the hosts for common ones (loopback when every worker is on one host).
     nics: list[str] | None = None
+    # Horovod Timeline (Chrome trace JSON of every collective) written here by rank 0.
+    timeline: str | None = None
 
     def __post_init__(self):
         t = "trainer"

@@ -65,12 +65,20 @@ class RayRuntime:
         num_gpus: float | None,
         object_store_memory: int | None,
         connect_timeout_s: float,
+        dashboard: bool,
+        dashboard_host: str,
+        dashboard_port: int,
+        worker_logs: bool,
     ):
         self.address = address
         self.num_cpus = num_cpus
         self.num_gpus = num_gpus
         self.object_store_memory = object_store_memory
         self.connect_timeout_s = connect_timeout_s
+        self.dashboard = dashboard
+        self.dashboard_host = dashboard_host
+        self.dashboard_port = dashboard_port
+        self.worker_logs = worker_logs
         self.started = False
         self._target: str | None = None
         self._initialized_here = False
@@ -118,7 +126,7 @@ class RayRuntime:
             return ray
         if self._target:
             try:
-                ray.init(address=self._target, log_to_driver=True)
+                context = ray.init(address=self._target, log_to_driver=self.worker_logs)
             except ConnectionError as exc:
                 raise UserError(
                     f"cannot attach to the Ray cluster at {self._target} ({exc}); check backend.address "
@@ -126,15 +134,20 @@ class RayRuntime:
                 ) from None
             log.info("ray backend: attached to the cluster at %s", self._target)
         else:
-            ray.init(
+            context = ray.init(
                 num_cpus=self.num_cpus,
                 num_gpus=self.num_gpus,
                 object_store_memory=self.object_store_memory,
-                include_dashboard=False,
+                include_dashboard=self.dashboard,
+                dashboard_host=self.dashboard_host,
+                dashboard_port=self.dashboard_port,
+                log_to_driver=self.worker_logs,
             )
             log.info(
                 "ray backend: started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU")
             )
+        if getattr(context, "dashboard_url", None):
+            log.info("ray dashboard: http://%s", context.dashboard_url)
         self._initialized_here = True
         return ray
 

@@ -54,7 +54,17 @@ def test_every_figure_is_produced(tmp_path):
         assert pre["rows_per_second"] > 0 and pre["cache_hit_seconds"] is not None
     assert figures["experiment local"][size]["first_step_seconds"] > 0
     assert figures["loader local"][size]["batches_per_second"] > 0
-    for key in ("horovod_1", "horovod_2", "ddp_1", "ddp_2", "local_1", "ceiling", "ceiling_after"):
+    for key in (
+        "horovod_1",
+        "horovod_2",
+        "ddp_1",
+        "ddp_2",
+        "local_1",
+        "ceiling",
+        "ceiling_after",
+        "horovod_fp16_2",
+        "ddp_fp16_2",
+    ):
         assert figures["scaling"][size][key] > 0
     assert figures["out of core"]["4k"]["peak_memory_mb"] > 0
     assert figures["sweeps"]["3 trials"]["ray_seconds"] > 0
@@ -76,5 +86,6 @@ def test_every_figure_is_produced(tmp_path):
         "`python run.py --help`",
         "serve: single-row latency p99",
         "serve: batch rows/s, 2 replicas vs 1",
+        "fp16 gradient compression vs none",
     ):
         assert row in table, row

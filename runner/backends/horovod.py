@@ -30,9 +30,13 @@ class HorovodBackend:
     name = "horovod"
     runs_on_ray = False
     launched_ranks = True
+    timeline: str | None = None  # trainer.timeline, set at assembly: Horovod reads it at init
 
     def __enter__(self):
         import horovod.torch as hvd
+
+        if self.timeline:
+            os.environ["HOROVOD_TIMELINE"] = os.path.abspath(os.path.expanduser(self.timeline))
 
         hvd.init()
         self.hvd = hvd

@@ -25,12 +25,16 @@ def _horovod_worker(job: TrainingJob, elastic: bool = False) -> TrainingResult |
     return result if strategy.is_main else None
 
 
-def _worker_env() -> dict[str, str]:
-    """HOROVOD_* tuning variables of the driver (cycle time, fusion threshold, ...) reach the workers."""
-    return {
+def _worker_env(settings) -> dict[str, str]:
+    """HOROVOD_* tuning variables of the driver (cycle time, fusion threshold, ...) reach the
+    workers; trainer.timeline becomes HOROVOD_TIMELINE (rank 0 writes it)."""
+    env = {
         "PYTHONUNBUFFERED": "1",
         **{k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")},
     }
+    if settings.timeline:
+        env["HOROVOD_TIMELINE"] = os.path.abspath(os.path.expanduser(settings.timeline))
+    return env
 
 
 def _executor_class():
@@ -138,14 +142,18 @@ class HorovodTrainer(DistributedTrainer):
         if self.settings.elastic:
             return self._run_elastic(job, settings, placement, extra)
         group = self._placement(workers)
-        executor = _executor_class()(settings, num_workers=workers, **placement)
-        executor.placement_group, executor.extra_resources = group, extra
-        try:
-            executor.start(extra_env_vars=_worker_env())
+        executor = None
+        try:  # the group is removed whatever happens, or it would hold its CPUs for good
+            executor = _executor_class()(settings, num_workers=workers, **placement)
+            executor.placement_group, executor.extra_resources = group, extra
+            executor.start(extra_env_vars=_worker_env(self.settings))
             results = collect(executor.run_remote(_horovod_worker, args=[job]))
         finally:
-            executor.shutdown()
-            ray.util.remove_placement_group(group)
+            try:
+                if executor is not None:
+                    executor.shutdown()
+            finally:
+                ray.util.remove_placement_group(group)
         return next(r for r in results if r is not None)
 
     def _nics(self) -> set[str] | None:
@@ -185,7 +193,7 @@ class HorovodTrainer(DistributedTrainer):
         # driver's Ray node address is what the other nodes reach it by.
         executor.start(
             extra_env_vars={
-                **_worker_env(),
+                **_worker_env(self.settings),
                 "HOROVOD_GLOO_RENDEZVOUS_ADDR": ray.util.get_node_ip_address(),
             }
         )

@@ -1,0 +1,148 @@
+"""Running on a real cluster: a run submitted with `ray job submit` to a `ray start --head`
+cluster attaches to it; the dashboard key; a console and run.log without Ray's chatter or
+ANSI codes, with each worker's log in trainer.logdir."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+from conftest import ROOT, free_port, run_cli
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+BIN = Path(sys.executable).parent
+TWO_SMALL_WORKERS = [
+    "trainer.num_workers=2",
+    "trainer.resources_per_worker={CPU:0.5}",
+    "trainer.epochs=2",
+    "trainer.progress_bar=false",
+    "dataset.synthetic_rows=3000",
+]
+
+
+@pytest.fixture
+def head():
+    """`ray start --head` with its dashboard and job server, as on a real cluster's head node."""
+    port, dashboard = free_port(), free_port()
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "RAY_ADDRESS": ""}
+    subprocess.run(
+        [
+            str(BIN / "ray"),
+            "start",
+            "--head",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard}",
+            "--disable-usage-stats",
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    yield f"http://127.0.0.1:{dashboard}", env
+    subprocess.run([str(BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+def test_job_submission_attaches_to_the_cluster(head, tmp_path):
+    """The README's cluster command, run as written against a local head."""
+    address, env = head
+    run_dir = tmp_path / "run"
+    excludes = json.dumps({"excludes": [".venv", "outputs", "bench-results", ".git"]})
+    result = subprocess.run(
+        [
+            str(BIN / "ray"),
+            "job",
+            "submit",
+            "--address",
+            address,
+            "--working-dir",
+            ".",
+            "--runtime-env-json",
+            excludes,
+            "--",
+            "python",
+            "run.py",
+            *TWO_SMALL_WORKERS,
+            f"cache_dir={tmp_path / 'cache'}",
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "SUCCEEDED" in output, output[-4000:]
+    assert "backend=auto picked ray" in output and "attached to the cluster at" in output, output[
+        -4000:
+    ]
+    assert "started a local Ray" not in output
+    report = json.loads((run_dir / "metrics.json").read_text())
+    assert report["training"]["world_size"] == 2 and report["test"]["label/roc_auc"] > 0.7
+
+
+def test_dashboard_key(tmp_path):
+    """backend.dashboard=true starts Ray's dashboard (and logs its URL); off by default."""
+    from runner.runtime import RayRuntime
+
+    port = free_port()
+    runtime = RayRuntime(None, 1, None, None, 5.0, True, "127.0.0.1", port, False)
+    runtime.check()
+    runtime.start()
+    try:
+        assert requests.get(f"http://127.0.0.1:{port}/api/version", timeout=30).status_code == 200
+    finally:
+        runtime.stop()
+    default = run_cli(
+        "backend=ray",
+        "processor=dask",
+        "command=preprocess",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env={"RAY_ADDRESS": ""},
+    )
+    assert default.returncode == 0, default.stderr[-3000:]
+    assert "started a local Ray" in default.stdout + default.stderr
+    assert "ray dashboard:" not in default.stdout + default.stderr
+
+
+def test_logs_a_person_can_read(tmp_path):
+    """No ANSI codes and no Ray Data chatter on the console or in run.log; each worker's log in
+    trainer.logdir; backend.worker_logs=true brings the workers' lines back."""
+    logs = tmp_path / "logs"
+    quiet = run_cli(
+        "backend=ray",
+        "loader=ray",
+        *TWO_SMALL_WORKERS,
+        f"trainer.logdir={logs}",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'quiet'}",
+        env={"RAY_ADDRESS": ""},
+    )
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    console = quiet.stdout + quiet.stderr
+    run_log = (tmp_path / "quiet" / "run.log").read_text()
+    for text in (console, run_log):
+        assert "\x1b[" not in text
+        assert "Execution plan of Dataset" not in text and "SplitCoordinator" not in text
+    assert "trainer=auto picked horovod" in run_log
+    assert sorted(p.name for p in logs.glob("rank-*.log")) == ["rank-0.log", "rank-1.log"]
+    assert "epoch 2/2" in (logs / "rank-0.log").read_text()
+    loud = run_cli(
+        "backend=ray",
+        "loader=ray",
+        *TWO_SMALL_WORKERS,
+        "backend.worker_logs=true",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'loud'}",
+        env={"RAY_ADDRESS": ""},
+    )
+    assert loud.returncode == 0, loud.stderr[-3000:]
+    assert "BaseHorovodWorker" in loud.stdout + loud.stderr
