@@ -299,35 +299,11 @@ class Suite:
             "ddp": ("ddp", {}),
             "horovod_cycle5": ("horovod", {"HOROVOD_CYCLE_TIME": "5"}),
         }
-        for variant, (trainer, env) in variants.items():
-            for workers in (1, 2):
-                name = f"scale-{variant}-{workers}"
-                run_dir = self.work / "runs" / name
-                shutil.rmtree(run_dir, ignore_errors=True)
-                measure(
-                    [
-                        *RUN,
-                        f"dataset.path={data}",
-                        "backend=ray",
-                        "backend.num_cpus=2",
-                        f"trainer={trainer}",
-                        f"trainer.num_workers={workers}",
-                        "trainer.resources_per_worker={CPU:1}",
-                        *MODEL,
-                        *heavy,
-                        f"cache_dir={self.work / 'caches' / 'scaling'}",
-                        f"hydra.run.dir={run_dir}",
-                    ],
-                    env=env,
-                )
-                report = json.loads((run_dir / "metrics.json").read_text())["training"]
-                figures[f"{variant}_{workers}"] = report["steady_train_samples_per_second"]
-            figures[f"{variant}_efficiency"] = figures[f"{variant}_2"] / (
-                2 * figures[f"{variant}_1"]
-            )
-            figures[f"{variant}_speedup"] = figures[f"{variant}_2"] / figures[f"{variant}_1"]
-        for trainer in ("horovod", "ddp"):  # fp16 gradient compression, 2 workers, against none
-            run_dir = self.work / "runs" / f"scale-{trainer}-fp16-2"
+
+        def steady_rate(
+            name: str, trainer: str, workers: int, extra: list[str], env: dict
+        ) -> float:
+            run_dir = self.work / "runs" / name
             shutil.rmtree(run_dir, ignore_errors=True)
             measure(
                 [
@@ -336,17 +312,32 @@ class Suite:
                     "backend=ray",
                     "backend.num_cpus=2",
                     f"trainer={trainer}",
-                    "trainer.num_workers=2",
+                    f"trainer.num_workers={workers}",
                     "trainer.resources_per_worker={CPU:1}",
-                    "trainer.compression=fp16",
+                    *extra,
                     *MODEL,
                     *heavy,
                     f"cache_dir={self.work / 'caches' / 'scaling'}",
                     f"hydra.run.dir={run_dir}",
-                ]
+                ],
+                env=env,
             )
             report = json.loads((run_dir / "metrics.json").read_text())["training"]
-            figures[f"{trainer}_fp16_2"] = report["steady_train_samples_per_second"]
+            return report["steady_train_samples_per_second"]
+
+        for variant, (trainer, env) in variants.items():
+            for workers in (1, 2):
+                figures[f"{variant}_{workers}"] = steady_rate(
+                    f"scale-{variant}-{workers}", trainer, workers, [], env
+                )
+            figures[f"{variant}_efficiency"] = figures[f"{variant}_2"] / (
+                2 * figures[f"{variant}_1"]
+            )
+            figures[f"{variant}_speedup"] = figures[f"{variant}_2"] / figures[f"{variant}_1"]
+        for trainer in ("horovod", "ddp"):  # fp16 gradient compression, 2 workers, against none
+            figures[f"{trainer}_fp16_2"] = steady_rate(
+                f"scale-{trainer}-fp16-2", trainer, 2, ["trainer.compression=fp16"], {}
+            )
         figures.update(self.parallel_ceiling(batch, "_after"))
         self.record("scaling", label(rows), figures)
         return figures
