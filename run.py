@@ -9,7 +9,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from runner.config import register_configs
-from runner.errors import UserError
+from runner.errors import user_error_in
 
 register_configs()
 # conf/hydra/launcher/ray.yaml extends hydra-ray-launcher's schema of the same name on purpose.
@@ -55,9 +55,10 @@ def main(cfg: DictConfig) -> float | None:
                 },
             )
             raise
-        if isinstance(error, UserError):
-            log.error("%s", error)
-            print(f"error: {error}", file=sys.stderr)
+        user_error = user_error_in(error)
+        if user_error is not None:
+            log.error("%s", user_error)
+            print(f"error: {user_error}", file=sys.stderr)
             sys.exit(2)
         raise
     if in_sweep:

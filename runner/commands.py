@@ -11,15 +11,13 @@ import logging
 import shutil
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from runner import outputs
 from runner.assembly import Plan, Run, assemble
 from runner.errors import UserError
 from runner.processing.features import FeatureSet
-from runner.processing.pipeline import Preprocessed, map_raw, preprocess
+from runner.processing.pipeline import Preprocessed, preprocess
 
 log = logging.getLogger(__name__)
 
@@ -140,73 +138,110 @@ def command_train(run: Run) -> dict:
 
 
 def command_experiment(run: Run) -> dict:
-    from runner.scoring.decoding import Decoders, compute_metrics, prediction_frame
-    from runner.scoring.inference import score
-
     pre = _preprocess(run)
-    result, layout = _train(run, pre)
-    if not run.backend.is_main:
-        return {}
-    metrics = _best_metrics(result)
+    result, _ = _train(run, pre)
+    metrics = _best_metrics(result) if run.backend.is_main else {}
     if pre.meta["rows"]["test"]:
-        (shard,) = run.loader.shards(pre.split_path("test"), 1, equal=False)
-        test = score(result.model, run.loader.eval_batches(run.loader.open(shard, layout)), layout)
-        decoders = Decoders(pre.meta)
-        metrics["test"] = compute_metrics(layout, decoders, test.logits, test.targets)
-        metrics["baseline"] = _majority_baseline(layout, pre.meta, test.targets)
-        frame = prediction_frame(layout, decoders, test.logits, test.row_ids, test.targets)
-        outputs.write_parquet(frame, run.run_dir / "predictions.parquet")
+        from runner.scoring.batch import ScoringTask
+        from runner.scoring.dispatch import score_split
+
+        # The saved model, as predict loads it: the test split is scored as predict scores.
+        run.backend.gather(None)  # under horovodrun: every rank waits for rank 0's model/
+        predictor = _predictor(run, run.run_dir / "model")
+        task = ScoringTask(labelled=True, write_predictions=True, processed=True)
+        test = score_split(
+            predictor, task, run.backend, pre.split_path("test"), run.run_dir, _pool(run)
+        )
+        if not run.backend.is_main:
+            return {}
+        metrics["test"] = test.metrics
+        metrics["baseline"] = _majority_baseline(predictor, pre.meta, test.stats)
+    elif not run.backend.is_main:
+        return {}
     else:
         log.warning("the test split is empty; no test metrics or predictions")
     _finish(run, metrics, {"training": _training_report(result, pre)})
     return metrics
 
 
-def _majority_baseline(layout, meta: dict, targets: dict[str, np.ndarray]) -> dict[str, float]:
+def _majority_baseline(predictor, meta: dict, stats: list[dict]) -> dict[str, float]:
     """Accuracy of always predicting the training split's most frequent class."""
+    from runner.scoring.decoding import merge_metrics
+
+    merged = merge_metrics(predictor.layout, stats)
     baseline = {}
-    for spec in layout.outputs:
-        stats = meta["features"][spec.name]["stats"]
+    for spec in predictor.layout.outputs:
+        counts = merged[spec.name]
         if spec.type == "binary":
-            baseline[f"{spec.name}/accuracy"] = float((targets[spec.name] == stats["mode"]).mean())
-        elif spec.type == "category":  # the vocabulary is frequency-ranked
-            baseline[f"{spec.name}/accuracy"] = float((targets[spec.name] == 0).mean())
+            positive = len(counts["positive_scores"]) / counts["n"]
+            mode = meta["features"][spec.name]["stats"]["mode"]
+            baseline[f"{spec.name}/accuracy"] = positive if mode else 1.0 - positive
+        elif spec.type == "category":  # the vocabulary is frequency-ranked: class 0
+            baseline[f"{spec.name}/accuracy"] = float(counts["confusion"][0].sum()) / counts["n"]
     return baseline
 
 
-def _predictor(run: Run):
+def _predictor(run: Run, model_dir=None):
     from runner.scoring.predictor import Predictor
 
-    return Predictor.load(run.settings.model_dir)
+    return Predictor.load(model_dir or run.settings.model_dir)
+
+
+def _pool(run: Run):
+    """Ray's scoring actors from the trainer's keys; None off Ray."""
+    if not run.backend.runs_on_ray:
+        return None
+    from runner.runtime import require_ray
+    from runner.scoring.ray_pool import PoolSettings
+
+    ray = require_ray("batch scoring on Ray")  # started (or attached) here if not yet
+    trainer = run.trainer.settings
+    resources = dict(trainer.resources_per_worker)
+    gpus = ray.cluster_resources().get("GPU", 0.0)
+    use_gpu = trainer.use_gpu if trainer.use_gpu is not None else gpus > 0
+    if use_gpu:
+        resources.setdefault("GPU", 1.0)
+    actors = trainer.num_workers or (int(gpus) if use_gpu and gpus else 1)
+    return PoolSettings(actors, run.settings.predict.batch_size, resources)
+
+
+def _score_raw(run: Run, task):
+    from runner.scoring.dispatch import score_raw
+
+    predictor = _predictor(run)
+    outcome = score_raw(
+        predictor, task, run.backend, run.processor, run.source, run.run_dir, _pool(run)
+    )
+    return predictor, outcome
 
 
 def command_predict(run: Run) -> dict:
-    """The saved model on raw data, partition by partition, through the Predictor."""
-    if not run.backend.is_main:
-        return {}  # under horovodrun, rank 0 scores and writes (once)
-    predictor = _predictor(run)
-    parts = map_raw(run.processor, run.source, predictor.features.inputs, predictor.predict)
-    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    path = run.run_dir / "predictions.parquet"
-    outputs.write_parquet(frame, path)
-    print(f"\n{len(frame)} predictions for {run.source.label}\npredictions  {path}")
+    """The saved model on raw data: partition by partition here, each rank its slice under
+    horovodrun, an actor pool on Ray (runner/scoring/dispatch.py)."""
+    from runner.scoring.batch import ScoringTask
+
+    keep = tuple(run.settings.predict.keep_columns)
+    task = ScoringTask(labelled=False, write_predictions=True, keep_columns=keep)
+    _, outcome = _score_raw(run, task)
+    if run.backend.is_main:
+        print(
+            f"\n{outcome.rows} predictions for {run.source.label}\npredictions  {outcome.predictions}"
+        )
     return {}
 
 
 def command_evaluate(run: Run) -> dict:
-    from runner.scoring.inference import concat_scored
+    from runner.scoring.batch import ScoringTask
 
+    _, outcome = _score_raw(run, ScoringTask(labelled=True, write_predictions=False))
     if not run.backend.is_main:
-        return {}  # under horovodrun, rank 0 scores and writes (once)
-    predictor = _predictor(run)
-    parts = map_raw(run.processor, run.source, predictor.features.all, predictor.score_labelled)
-    scored = concat_scored(parts)
-    if not len(scored.row_ids):
+        return {}
+    if not outcome.rows:
         raise UserError(
             f"{run.source.label} has no rows with a known target; evaluate needs labelled rows"
         )
-    metrics = {"evaluation": predictor.metrics(scored)}
-    _finish(run, metrics, {"rows": len(scored.row_ids), "dataset": run.source.label})
+    metrics = {"evaluation": outcome.metrics}
+    _finish(run, metrics, {"rows": outcome.rows, "dataset": run.source.label})
     return metrics
 
 
@@ -236,6 +271,7 @@ def _finish(run: Run, metrics: dict, extra: dict) -> None:
     for name, label in (
         ("model", "model"),
         ("predictions.parquet", "predictions"),
+        ("predictions", "predictions"),
         ("learning_curves.png", "curves"),
         ("tensorboard", "tensorboard"),
         ("checkpoints", "checkpoints"),

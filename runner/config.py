@@ -408,6 +408,21 @@ class ServeConfig:
 
 
 @dataclass
+class PredictConfig:
+    """command=predict / evaluate and the test split of an experiment (batch scoring)."""
+
+    # Raw columns copied into the predictions beside `row` (an ID, a date), e.g. [id, date].
+    keep_columns: list[str] = field(default_factory=list)
+    # Rows per batch an actor scores on Ray (one Parquet part each); the actors themselves
+    # come from trainer.num_workers / resources_per_worker / use_gpu.
+    batch_size: int = 65536
+
+    def __post_init__(self):
+        _require(self.batch_size >= 1, "predict.batch_size", "at least 1", self.batch_size)
+        self.keep_columns = [str(c) for c in self.keep_columns]
+
+
+@dataclass
 class ExportConfig:
     """command=export: the network as an artifact that takes the encoded tensors."""
 
@@ -436,6 +451,7 @@ class RunConfig:
     sweep: SweepConfig = field(default_factory=SweepConfig)
     # A trained model's directory (<run>/model) for command=predict|evaluate|serve|export.
     model_dir: str | None = None
+    predict: PredictConfig = field(default_factory=PredictConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
 

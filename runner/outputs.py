@@ -12,7 +12,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import torch
 from omegaconf import OmegaConf
 
@@ -29,12 +28,6 @@ def write_json(path: Path, payload: dict) -> None:
 
 def _json_default(value):
     return float(value) if hasattr(value, "__float__") else str(value)
-
-
-def write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
 
 
 def save_model(model_dir: Path, model: torch.nn.Module, meta: dict, cfg) -> None:

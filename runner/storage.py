@@ -130,6 +130,13 @@ class Location:
         return sorted(p for p in self.fs.find(self.path) if p.endswith(suffix))
 
 
+def write_frame(frame, path) -> None:
+    """A DataFrame as one local Parquet file, renamed into place once whole."""
+    tmp = f"{path}.tmp"
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
 def _bucket(url: str) -> str:
     return url.split("://", 1)[-1].split("/", 1)[0]
 

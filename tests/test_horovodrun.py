@@ -81,8 +81,62 @@ def test_horovodrun_two_processes_share_one_run_dir(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (predict_dir,) = run_dirs(predict)
-    assert len(pd.read_parquet(predict_dir / "predictions.parquet")) == 500
-    assert (result.stdout + result.stderr).count("500 predictions for") == 1  # written once
+    assert len(pd.read_parquet(predict_dir / "predictions")) == 500
+    assert (result.stdout + result.stderr).count("500 predictions for") == 1  # reported once
+
+
+def test_each_rank_scores_its_slice_and_the_answers_equal_the_local_path(tmp_path):
+    """predict / evaluate under horovodrun: each rank scores and writes its own slice, the
+    metrics merge on rank 0, and predictions and metrics equal one process's (1e-6)."""
+    from conftest import MIXED_MODEL, mixed_table, run_experiment
+
+    mixed_table(2000).to_csv(tmp_path / "train.csv", index=False)
+    run_experiment(
+        tmp_path / "train",
+        tmp_path / "cache",
+        "backend=local",
+        f"dataset.path={tmp_path / 'train.csv'}",
+        "trainer.epochs=2",
+        *MIXED_MODEL,
+    )
+    new = mixed_table(1001, seed=9)
+    new.loc[0, "shape"] = "hexagon"  # unseen in training
+    new.loc[1, "size"] = None
+    new.insert(0, "id", range(1001))
+    new.to_csv(tmp_path / "new.csv", index=False)
+    common = [f"model_dir={tmp_path / 'train' / 'model'}", f"dataset.path={tmp_path / 'new.csv'}"]
+    local = {}
+    for command in ("predict", "evaluate"):
+        local[command] = run_experiment(
+            tmp_path / f"local-{command}",
+            tmp_path / "cache",
+            "backend=local",
+            f"command={command}",
+            "predict.keep_columns=[id]",
+            *common,
+        )
+        result = horovodrun(
+            tmp_path,
+            f"command={command}",
+            "predict.keep_columns=[id]",
+            f"hydra.run.dir={tmp_path / f'ranks-{command}'}",
+            *common,
+        )
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    parts = sorted((tmp_path / "ranks-predict" / "predictions").iterdir())
+    assert [p.name for p in parts] == ["part-000000000000.parquet", "part-000000000500.parquet"]
+    assert [len(pd.read_parquet(p)) for p in parts] == [500, 501]  # one slice per rank
+    got = pd.read_parquet(tmp_path / "ranks-predict" / "predictions")
+    want = pd.read_parquet(tmp_path / "local-predict" / "predictions.parquet")
+    assert list(got.columns) == list(want.columns)
+    assert got["id"].tolist() == want["id"].tolist() == [str(i) for i in range(1001)]  # CSV text
+    numbers = want.select_dtypes("number").columns
+    assert (got[numbers] - want[numbers]).abs().max().max() <= 1e-6
+    assert got["grade_prediction"].tolist() == want["grade_prediction"].tolist()
+    ranks = json.loads((tmp_path / "ranks-evaluate" / "metrics.json").read_text())
+    assert ranks["rows"] == 1001
+    for key, value in local["evaluate"]["evaluation"].items():
+        assert ranks["evaluation"][key] == pytest.approx(value, abs=1e-6), key
 
 
 MPI_ENV = {

@@ -37,6 +37,9 @@ class Backend(Protocol):
     def share(self, value: T) -> T:
         """The main process's value, on every process (e.g. its run dir)."""
 
+    def gather(self, value: T) -> list[T]:
+        """Every process's value, in rank order (a barrier: all processes reach it)."""
+
     def __enter__(self) -> Backend: ...
 
     def __exit__(self, *exc) -> None: ...

@@ -61,5 +61,8 @@ class HorovodBackend:
     def share(self, value):
         return self.hvd.broadcast_object(value, root_rank=0, name="share")
 
+    def gather(self, value):
+        return self.hvd.allgather_object(value, name="gather")
+
     def __exit__(self, *exc) -> None:
         self.hvd.shutdown()

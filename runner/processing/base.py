@@ -38,3 +38,8 @@ class Processor(Protocol):
     def map_write(self, frame, fn: PartitionFn, out: Location) -> dict:
         """fn returns {split: processed frame} per partition, written where the partition
         lives under out/<split>/; returns {"rows": {split: n}, "nodes": [...], "partitions": n}."""
+
+    def ray_blocks(self, frame, row_column: str) -> list:
+        """The frame's partitions as Ray object refs (DataFrames) for Ray Data, each with its
+        rows' global row numbers in row_column; no partition passes through the driver
+        (except pandas', which is already there)."""

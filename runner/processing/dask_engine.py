@@ -8,7 +8,13 @@ import logging
 
 from runner.errors import UserError
 from runner.processing.base import PartitionFn
-from runner.processing.partitions import merge_reports, offsets_of, process_partition, require_ray
+from runner.processing.partitions import (
+    merge_reports,
+    numbered,
+    offsets_of,
+    process_partition,
+    require_ray,
+)
 from runner.processing.reading import CSV_NULLS, csv_header
 from runner.processing.source import DataSource
 from runner.processing.synthetic import chunk_sizes, synthetic_chunk
@@ -102,3 +108,14 @@ class DaskProcessor:
         ]
         with self._settings():
             return merge_reports(list(dask.compute(*tasks)))
+
+    def ray_blocks(self, frame, row_column: str) -> list:
+        """Each partition numbered by a Ray task and kept in the object store (as Ray's own
+        from_dask does, with the row numbers added)."""
+        parts, offsets, dask = self._partitions(frame)
+        tasks = [
+            dask.delayed(numbered)(p, o, row_column) for p, o in zip(parts, offsets, strict=True)
+        ]
+        with self._settings():
+            persisted = dask.persist(*tasks)
+        return [next(iter(task.dask.values())) for task in persisted]

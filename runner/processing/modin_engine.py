@@ -7,7 +7,13 @@ import pandas as pd
 
 from runner.errors import UserError
 from runner.processing.base import PartitionFn
-from runner.processing.partitions import merge_reports, offsets_of, process_partition, require_ray
+from runner.processing.partitions import (
+    merge_reports,
+    numbered,
+    offsets_of,
+    process_partition,
+    require_ray,
+)
 from runner.processing.reading import CSV_NULLS, csv_header
 from runner.processing.source import DataSource
 from runner.storage import Location
@@ -91,6 +97,17 @@ class ModinProcessor:
             ]
         )
         return merge_reports(reports)
+
+    def ray_blocks(self, frame, row_column: str) -> list:
+        """Each row partition numbered by a Ray task where it lives."""
+        refs, offsets = self._partitions(frame)
+        return [
+            _task(_numbered).remote(r, o, row_column) for r, o in zip(refs, offsets, strict=True)
+        ]
+
+
+def _numbered(part, offset: int, row_column: str) -> pd.DataFrame:
+    return numbered(_frame(part), offset, row_column)
 
 
 def _frame(part) -> pd.DataFrame:

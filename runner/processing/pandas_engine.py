@@ -7,11 +7,19 @@ from typing import Any
 import pandas as pd
 
 from runner.processing.base import PartitionFn
-from runner.processing.partitions import merge_reports, process_partition
+from runner.processing.partitions import (
+    merge_reports,
+    numbered,
+    offsets_of,
+    process_partition,
+    require_ray,
+)
 from runner.processing.reading import read_arrow
 from runner.processing.source import DataSource
 from runner.processing.synthetic import make_synthetic
 from runner.storage import Location
+
+BLOCK_ROWS = 100_000  # rows per block handed to Ray (pandas on Ray)
 
 
 class PandasProcessor:
@@ -37,3 +45,15 @@ class PandasProcessor:
     def map_write(self, frame: pd.DataFrame, fn: PartitionFn, out: Location) -> dict:
         """fn returns {split name: processed frame}; each is written under out/<split>/."""
         return merge_reports([process_partition(frame, 0, 0, fn, out)])
+
+    def ray_blocks(self, frame: pd.DataFrame, row_column: str) -> list:
+        """Pieces of BLOCK_ROWS rows put into the object store, so that several actors share
+        the work."""
+        import ray
+
+        require_ray("pandas")
+        offsets_of([len(frame)], "the data")
+        return [
+            ray.put(numbered(frame.iloc[start : start + BLOCK_ROWS], start, row_column))
+            for start in range(0, len(frame), BLOCK_ROWS)
+        ]

@@ -3,6 +3,7 @@ lives, and report; and the bookkeeping of partitions (offsets, merged reports)."
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -27,6 +28,13 @@ def process_partition(
 ) -> dict:
     """Transform and write one partition where it lives; report rows per split and the node."""
     return {"rows": write_splits(fn(part, offset), out, index), "node": current_node()}
+
+
+def numbered(part: pd.DataFrame, offset: int, row_column: str) -> pd.DataFrame:
+    """The partition with its rows' global row numbers (for scoring on Ray)."""
+    part = part.reset_index(drop=True)
+    part[row_column] = np.arange(offset, offset + len(part), dtype=np.int64)
+    return part
 
 
 def merge_reports(reports: list[dict]) -> dict:

@@ -167,10 +167,23 @@ def _build(
     return meta
 
 
-def map_raw(processor, source: DataSource, features: list, fn) -> list:
-    """fn(partition of raw rows, offset of its first row) over the raw table, partition by
-    partition where the engine keeps them (predict / evaluate on new data); only these
-    features' columns are read, and a missing one is named."""
+def read_raw(processor, source: DataSource, features: list, extra: list[str] = ()):
+    """The engine's frame of only these features' columns (and `extra` raw columns, e.g.
+    predict.keep_columns); a missing one is named."""
     frame = processor.read(source, _number_columns(features))
-    check_columns(processor.column_names(frame), features, source)
-    return processor.map_collect(processor.select(frame, [f.name for f in features]), fn)
+    available = processor.column_names(frame)
+    check_columns(available, features, source)
+    for column in extra:
+        if column not in available:
+            raise UserError(
+                f"predict.keep_columns names {column!r}, which is not a column of {source.label}; "
+                f"available columns: {', '.join(map(str, available))}"
+            )
+    names = [f.name for f in features]
+    return processor.select(frame, names + [c for c in extra if c not in names])
+
+
+def map_raw(processor, source: DataSource, features: list, fn, extra: list[str] = ()) -> list:
+    """fn(partition of raw rows, offset of its first row) over the raw table, partition by
+    partition where the engine keeps them (predict / evaluate on new data)."""
+    return processor.map_collect(read_raw(processor, source, features, extra), fn)

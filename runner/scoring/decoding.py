@@ -7,7 +7,8 @@ import pandas as pd
 
 from runner.model.layout import Layout
 from runner.processing.features import FeatureSet
-from runner.scoring.metrics import METRICS, output_metrics
+from runner.scoring import metrics
+from runner.scoring.metrics import METRICS
 
 
 class Decoders:
@@ -28,21 +29,48 @@ def metric_names(layout: Layout) -> list[str]:
     return ["loss"] + [f"{spec.name}/{m}" for spec in layout.outputs for m in METRICS[spec.type]]
 
 
+def partial_metrics(
+    layout: Layout,
+    decoders: Decoders,
+    logits: dict[str, np.ndarray],
+    targets: dict[str, np.ndarray],
+) -> dict[str, dict]:
+    """Each output's mergeable statistics over one shard (see metrics.partial)."""
+    return {
+        spec.name: metrics.partial(
+            spec.type, logits[spec.name], targets[spec.name], decoders.denormalizer(spec.name)
+        )
+        for spec in layout.outputs
+    }
+
+
+def merge_metrics(layout: Layout, parts: list[dict[str, dict]]) -> dict[str, dict]:
+    """The statistics of several shards (any order) as those of their union."""
+    return {
+        spec.name: metrics.merge(spec.type, [p[spec.name] for p in parts])
+        for spec in layout.outputs
+    }
+
+
+def finish_metrics(layout: Layout, stats: dict[str, dict]) -> dict[str, float]:
+    """{"loss": the sum of the outputs' losses, "<output>/<metric>": value, ...}."""
+    values: dict[str, float] = {}
+    total = 0.0
+    for spec in layout.outputs:
+        output = metrics.finish(spec.type, stats[spec.name])
+        total += output.get("loss", 0.0)
+        values.update({f"{spec.name}/{k}": v for k, v in output.items()})
+    return {"loss": total, **values}
+
+
 def compute_metrics(
     layout: Layout,
     decoders: Decoders,
     logits: dict[str, np.ndarray],
     targets: dict[str, np.ndarray],
 ) -> dict[str, float]:
-    metrics: dict[str, float] = {}
-    total = 0.0
-    for spec in layout.outputs:
-        values = output_metrics(
-            spec.type, logits[spec.name], targets[spec.name], decoders.denormalizer(spec.name)
-        )
-        total += values.get("loss", 0.0)
-        metrics.update({f"{spec.name}/{k}": v for k, v in values.items()})
-    return {"loss": total, **metrics}
+    """Metrics over one set of logits and targets: the same statistics as shards merge."""
+    return finish_metrics(layout, partial_metrics(layout, decoders, logits, targets))
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:

@@ -36,10 +36,8 @@ def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
     return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 
-def macro_f1(labels: np.ndarray, predicted: np.ndarray, classes: int) -> float:
-    confusion = np.bincount(labels * classes + predicted, minlength=classes * classes).reshape(
-        classes, classes
-    )
+def macro_f1_of(confusion: np.ndarray) -> float:
+    """Macro F1 from a confusion matrix (rows: truth, columns: prediction)."""
     true_positive = np.diag(confusion).astype(np.float64)
     precision_den = confusion.sum(axis=0)
     recall_den = confusion.sum(axis=1)
@@ -48,52 +46,132 @@ def macro_f1(labels: np.ndarray, predicted: np.ndarray, classes: int) -> float:
         2 * true_positive / np.maximum(precision_den + recall_den, 1),
         0.0,
     )
-    present = (recall_den > 0) | (
-        precision_den > 0
-    )  # as scikit-learn: labels seen in truth or prediction
+    # As scikit-learn: over the labels seen in truth or prediction.
+    present = (recall_den > 0) | (precision_den > 0)
     return float(f1[present].mean()) if present.any() else 0.0
+
+
+def macro_f1(labels: np.ndarray, predicted: np.ndarray, classes: int) -> float:
+    return macro_f1_of(_confusion(labels, predicted, classes))
+
+
+def _confusion(labels: np.ndarray, predicted: np.ndarray, classes: int) -> np.ndarray:
+    return np.bincount(labels * classes + predicted, minlength=classes * classes).reshape(
+        classes, classes
+    )
 
 
 def _log_sigmoid(x: np.ndarray) -> np.ndarray:
     return -np.logaddexp(0.0, -x)
 
 
-def output_metrics(
-    kind: str, logits: np.ndarray, target: np.ndarray, denormalize=None
-) -> dict[str, float]:
-    """Metrics of one output from raw logits and processed targets."""
-    if len(target) == 0:
-        return {}
+# Metrics are computed from mergeable partial statistics, so that shards scored on different
+# workers (Ray actors, horovodrun ranks) give the same numbers as one pass over the table:
+# partial() per shard -> merge() -> finish(). Sums and counts merge by addition, the target's
+# variance by Chan's formula; ROC AUC needs every score, so its partial keeps the logits of
+# the positives and of the negatives (one float32 a row, not the table).
+
+
+def partial(kind: str, logits: np.ndarray, target: np.ndarray, denormalize=None) -> dict:
+    """The statistics of one shard that the metrics of one output need."""
+    n = len(target)
     if kind == "binary":
         z = logits.reshape(-1).astype(np.float64)
         y = target.astype(np.float64)
-        loss = -(y * _log_sigmoid(z) + (1 - y) * _log_sigmoid(-z)).mean()
+        positive = y > 0.5
+        scores = logits.reshape(-1)  # float32 from the model: 4 bytes a row
         return {
-            "roc_auc": roc_auc(y > 0.5, z),
-            "accuracy": float(((z > 0) == (y > 0.5)).mean()),
-            "loss": float(loss),
+            "n": n,
+            "loss_sum": float(-(y * _log_sigmoid(z) + (1 - y) * _log_sigmoid(-z)).sum()),
+            "correct": int(((z > 0) == positive).sum()),
+            "positive_scores": scores[positive],
+            "negative_scores": scores[~positive],
         }
     if kind == "category":
         z = logits.astype(np.float64)
         z = z - z.max(axis=1, keepdims=True)
         log_probs = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
         y = target.astype(np.int64)
-        predicted = z.argmax(axis=1)
         return {
-            "accuracy": float((predicted == y).mean()),
-            "macro_f1": macro_f1(y, predicted, logits.shape[1]),
-            "loss": float(-log_probs[np.arange(len(y)), y].mean()),
+            "n": n,
+            "loss_sum": float(-log_probs[np.arange(n), y].sum()),
+            "confusion": _confusion(y, z.argmax(axis=1), logits.shape[1]),
         }
     z = logits.reshape(-1).astype(np.float64)
     y = target.astype(np.float64)
-    loss = float(np.mean((z - y) ** 2))  # on the normalized scale, as trained
+    loss_sum = float(np.sum((z - y) ** 2))  # on the normalized scale, as trained
     if denormalize is not None:
         z, y = denormalize(z), denormalize(y)
     error = z - y
-    variance = float(np.var(y))
+    mean = float(y.mean()) if n else 0.0
     return {
-        "r2": 1.0 - float(np.mean(error**2)) / variance if variance > 0 else float("nan"),
-        "mse": float(np.mean(error**2)),
-        "mae": float(np.mean(np.abs(error))),
+        "n": n,
+        "loss_sum": loss_sum,
+        "squared_error": float(np.sum(error**2)),
+        "absolute_error": float(np.sum(np.abs(error))),
+        "target_mean": mean,
+        "target_m2": float(np.sum((y - mean) ** 2)),
+    }
+
+
+def merge(kind: str, parts: list[dict]) -> dict:
+    """Partial statistics of several shards as those of their union."""
+    parts = [p for p in parts if p["n"]] or parts[:1]
+    if len(parts) == 1:
+        return parts[0]
+    n = sum(p["n"] for p in parts)
+    merged = {"n": n, "loss_sum": sum(p["loss_sum"] for p in parts)}
+    if kind == "binary":
+        merged["correct"] = sum(p["correct"] for p in parts)
+        for key in ("positive_scores", "negative_scores"):
+            merged[key] = np.concatenate([p[key] for p in parts])
+    elif kind == "category":
+        merged["confusion"] = sum(p["confusion"] for p in parts)
+    else:
+        for key in ("squared_error", "absolute_error"):
+            merged[key] = sum(p[key] for p in parts)
+        mean = sum(p["n"] * p["target_mean"] for p in parts) / n
+        merged["target_mean"] = mean
+        merged["target_m2"] = sum(
+            p["target_m2"] + p["n"] * (p["target_mean"] - mean) ** 2 for p in parts
+        )
+    return merged
+
+
+def finish(kind: str, stats: dict) -> dict[str, float]:
+    """The metrics of one output from its (merged) partial statistics."""
+    n = stats["n"]
+    if n == 0:
+        return {}
+    loss = stats["loss_sum"] / n
+    if kind == "binary":
+        positives, negatives = stats["positive_scores"], stats["negative_scores"]
+        labels = np.concatenate([np.ones(len(positives), bool), np.zeros(len(negatives), bool)])
+        scores = np.concatenate([positives, negatives]).astype(np.float64)
+        return {
+            "roc_auc": roc_auc(labels, scores),
+            "accuracy": stats["correct"] / n,
+            "loss": loss,
+        }
+    if kind == "category":
+        confusion = stats["confusion"]
+        return {
+            "accuracy": float(np.trace(confusion)) / n,
+            "macro_f1": macro_f1_of(confusion),
+            "loss": loss,
+        }
+    variance = stats["target_m2"] / n
+    mse = stats["squared_error"] / n
+    return {
+        "r2": 1.0 - mse / variance if variance > 0 else float("nan"),
+        "mse": mse,
+        "mae": stats["absolute_error"] / n,
         "loss": loss,
     }
+
+
+def output_metrics(
+    kind: str, logits: np.ndarray, target: np.ndarray, denormalize=None
+) -> dict[str, float]:
+    """Metrics of one output from raw logits and processed targets."""
+    return finish(kind, partial(kind, logits, target, denormalize))

@@ -18,20 +18,23 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import torch
 
 from runner.errors import UserError
 from runner.loading.tensors import TensorTable
 from runner.model.artifact import SavedModel, load_model_dir
 from runner.processing.features import FeatureSet, transform_frame
 from runner.scoring.decoding import Decoders, compute_metrics, prediction_frame
-from runner.scoring.inference import Scored, score
+from runner.scoring.inference import Inference, Scored, score
 
 EVAL_CHUNK_ROWS = 4096
 
 
 class Predictor:
-    def __init__(self, saved: SavedModel, chunk_rows: int = EVAL_CHUNK_ROWS):
+    def __init__(self, saved: SavedModel, chunk_rows: int = EVAL_CHUNK_ROWS, device=None):
         self.saved = saved
+        # The network on its device (the CPU unless a GPU actor moved it there).
+        self.inference = Inference(saved.network, device or torch.device("cpu"))
         self.layout = saved.layout
         self.features = FeatureSet.from_meta(saved.meta)
         self.stats = {name: info["stats"] for name, info in saved.meta["features"].items()}
@@ -59,7 +62,9 @@ class Predictor:
             "outputs": outputs,
         }
 
-    def _scored(self, frame: pd.DataFrame, with_targets: bool, first_row: int) -> Scored:
+    def _scored(
+        self, frame: pd.DataFrame, with_targets: bool, first_row: int, row_ids=None
+    ) -> Scored:
         chosen = self.features.all if with_targets else self.features.inputs
         missing = [f.name for f in chosen if f.name not in frame.columns]
         if missing:
@@ -67,21 +72,33 @@ class Predictor:
                 f"the data has no column {missing[0]!r} ({'an output' if missing[0] not in self.input_names else 'an input'}"
                 f" of this model); available columns: {', '.join(map(str, frame.columns))}"
             )
-        row_ids = np.arange(first_row, first_row + len(frame), dtype=np.int64)
+        if row_ids is None:
+            row_ids = np.arange(first_row, first_row + len(frame), dtype=np.int64)
         processed, keep = transform_frame(frame.reset_index(drop=True), row_ids, chosen, self.stats)
         table = pa.Table.from_pandas(processed[keep].reset_index(drop=True), preserve_index=False)
+        return self.score_processed(table, with_targets)
+
+    def score_processed(self, table: pa.Table, with_targets: bool) -> Scored:
+        """Logits (and targets) of rows already through the feature transforms (a cache split)."""
         data = TensorTable.from_arrow(table, self.layout, with_targets)
-        return score(self.saved.network, data.chunks(self.chunk_rows), self.layout)
+        return score(self.saved.network, data.chunks(self.chunk_rows), self.layout, self.inference)
 
-    def predict(self, frame: pd.DataFrame, first_row: int = 0) -> pd.DataFrame:
-        """One row per scored input row: `row` (its position, from first_row), each output's
-        prediction in raw labels or units, and its probabilities."""
-        scored = self._scored(frame, with_targets=False, first_row=first_row)
-        return prediction_frame(self.layout, self.decoders, scored.logits, scored.row_ids)
+    def score_inputs(self, frame: pd.DataFrame, first_row: int = 0, row_ids=None) -> Scored:
+        """Logits of every row the inputs keep (no targets needed)."""
+        return self._scored(frame, False, first_row, row_ids)
 
-    def score_labelled(self, frame: pd.DataFrame, first_row: int = 0) -> Scored:
+    def predict(self, frame: pd.DataFrame, first_row: int = 0, row_ids=None) -> pd.DataFrame:
+        """One row per scored input row: `row` (its position, from first_row, or row_ids),
+        each output's prediction in raw labels or units, and its probabilities."""
+        return self.prediction_frame(self.score_inputs(frame, first_row, row_ids))
+
+    def prediction_frame(self, scored: Scored, with_targets: bool = False) -> pd.DataFrame:
+        targets = scored.targets if with_targets else None
+        return prediction_frame(self.layout, self.decoders, scored.logits, scored.row_ids, targets)
+
+    def score_labelled(self, frame: pd.DataFrame, first_row: int = 0, row_ids=None) -> Scored:
         """Logits and targets of the rows with a known target (for evaluate)."""
-        return self._scored(frame, with_targets=True, first_row=first_row)
+        return self._scored(frame, True, first_row, row_ids)
 
     def metrics(self, scored: Scored) -> dict[str, float]:
         return compute_metrics(self.layout, self.decoders, scored.logits, scored.targets)

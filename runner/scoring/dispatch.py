@@ -1,0 +1,154 @@
+"""Where a batch-scoring job runs, decided by the backend's capabilities alone:
+
+    backend.runs_on_ray     the actor pool (ray_pool.py) over the processor's partitions
+    backend.launched_ranks  each horovodrun rank its slice of the rows (batch.py)
+    otherwise               this process, partition by partition
+
+Raw data (predict, evaluate) comes through the run's processor; a cache split (the test
+split of an experiment) is read as it lies. Every path scores with score_partition and
+merges the same partial statistics, so their predictions and metrics agree.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from runner.processing.features import ROW_ID
+from runner.processing.pipeline import map_raw, read_raw
+from runner.processing.source import DataSource
+from runner.scoring.batch import (
+    PartitionResult,
+    ScoringTask,
+    StagedParts,
+    metrics_of,
+    score_on_ranks,
+    score_partition,
+)
+from runner.scoring.predictor import Predictor
+from runner.scoring.ray_pool import PoolSettings, score_on_ray
+from runner.storage import Location, write_frame
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BatchOutcome:
+    rows: int  # rows scored (on the main process; 0 elsewhere)
+    metrics: dict | None  # labelled tasks
+    stats: list[dict]  # the partial statistics the metrics came from
+    predictions: Path | None  # predictions.parquet (one process) or predictions/ (parts)
+
+
+def score_raw(
+    predictor: Predictor,
+    task: ScoringTask,
+    backend,
+    processor,
+    source: DataSource,
+    out_dir: Path,
+    pool: PoolSettings | None,
+) -> BatchOutcome:
+    """Raw rows of `source` through the model's saved preprocessing."""
+    chosen = predictor.features.all if task.labelled else predictor.features.inputs
+    keep = list(task.keep_columns)
+    if backend.runs_on_ray:
+        import ray
+        import ray.data
+
+        blocks = processor.ray_blocks(read_raw(processor, source, chosen, keep), ROW_ID)
+        # The partitions are all read before the actors take their CPUs: reading tasks
+        # queued behind actors that wait for their output would never run.
+        ray.wait(blocks, num_returns=len(blocks), fetch_local=False)
+        dataset = ray.data.from_pandas_refs(blocks)
+        if len(blocks) < pool.actors:  # fewer partitions than actors: cut them so all work
+            dataset = dataset.repartition(pool.actors)
+        return _parts_run(
+            out_dir,
+            task,
+            lambda parts: score_on_ray(dataset, predictor.saved, task, pool, parts),
+            predictor,
+        )
+    if backend.launched_ranks:
+        frame = read_raw(processor, source, chosen, keep)  # pandas: this rank's whole table
+        return _ranks_run(predictor, frame, task, backend, out_dir)
+
+    def one(part: pd.DataFrame, offset: int) -> PartitionResult:
+        ids = np.arange(offset, offset + len(part), dtype=np.int64)
+        return score_partition(predictor, part.reset_index(drop=True), ids, task)
+
+    return _local_run(predictor, map_raw(processor, source, chosen, one, keep), task, out_dir)
+
+
+def score_split(
+    predictor: Predictor,
+    task: ScoringTask,
+    backend,
+    split: Location,
+    out_dir: Path,
+    pool: PoolSettings | None,
+) -> BatchOutcome:
+    """A processed cache split (with targets) as it lies in the cache."""
+    if backend.runs_on_ray:
+        import ray.data
+
+        def run(parts):
+            dataset = ray.data.read_parquet(split.path, filesystem=split.arrow_filesystem())
+            return score_on_ray(dataset, predictor.saved, task, pool, parts)
+
+        return _parts_run(out_dir, task, run, predictor)
+    table = split.read_table()
+    if backend.launched_ranks:
+        return _ranks_run(predictor, table, task, backend, out_dir)
+    return _local_run(predictor, [score_partition(predictor, table, None, task)], task, out_dir)
+
+
+def _local_run(
+    predictor: Predictor, results: list[PartitionResult], task: ScoringTask, out_dir: Path
+) -> BatchOutcome:
+    path = None
+    if task.write_predictions:
+        frames = [r.predictions for r in results]
+        path = out_dir / "predictions.parquet"
+        write_frame(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0], path)
+    stats = [r.stats for r in results if r.stats is not None]
+    return _outcome(predictor, sum(r.rows for r in results), stats, task, path)
+
+
+def _ranks_run(predictor, data, task: ScoringTask, backend, out_dir: Path) -> BatchOutcome:
+    final = out_dir / "predictions"
+    parts = backend.share(StagedParts(Location(str(final)))) if task.write_predictions else None
+    try:
+        rows, stats = score_on_ranks(predictor, data, task, backend, parts)
+        if parts is not None and backend.is_main:
+            parts.publish()
+    except BaseException:
+        if parts is not None and backend.is_main:
+            parts.discard()
+        raise
+    if not backend.is_main:
+        return BatchOutcome(0, None, [], None)
+    return _outcome(predictor, rows, stats, task, final if parts else None)
+
+
+def _parts_run(out_dir: Path, task: ScoringTask, run, predictor) -> BatchOutcome:
+    final = out_dir / "predictions"
+    parts = StagedParts(Location(str(final))) if task.write_predictions else None
+    try:
+        rows, stats = run(parts)
+        if parts is not None:
+            parts.publish()
+    except BaseException:
+        if parts is not None:
+            parts.discard()
+        raise
+    return _outcome(predictor, rows, stats, task, final if parts else None)
+
+
+def _outcome(predictor, rows: int, stats: list[dict], task: ScoringTask, path) -> BatchOutcome:
+    metrics = metrics_of(predictor, stats) if task.labelled and rows else None
+    return BatchOutcome(rows, metrics, stats, path)

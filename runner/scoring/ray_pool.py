@@ -1,0 +1,109 @@
+"""Batch scoring on Ray: a pool of actors, each holding the model once, scores the
+partitions where they live (Ray Data's map_batches with a fixed actor pool) and writes its
+predictions as Parquet parts itself; the driver gets one small record per batch (its row
+count and the metrics' partial statistics)."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from runner.errors import UserError
+from runner.model.artifact import SavedModel
+from runner.processing.features import ROW_ID
+from runner.runtime import require_ray
+from runner.scoring.batch import ScoringTask, StagedParts, score_partition
+from runner.scoring.predictor import Predictor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """The actors of the pool, from the trainer's keys (num_workers, resources_per_worker,
+    use_gpu) and predict.batch_size."""
+
+    actors: int
+    batch_rows: int
+    resources: dict  # one actor's, as resources_per_worker: {CPU: 1, GPU: 1, custom: 2}
+
+    def ray_options(self) -> dict:
+        custom = {k: v for k, v in self.resources.items() if k not in ("CPU", "GPU")}
+        return {
+            "num_cpus": self.resources.get("CPU", 1.0),
+            "num_gpus": self.resources.get("GPU", 0.0),
+            **({"resources": custom} if custom else {}),
+        }
+
+
+class PartitionScorer:
+    """One actor of the pool: loads the model once, then scores batch after batch."""
+
+    def __init__(self, saved: SavedModel, task: ScoringTask, parts: StagedParts | None, threads):
+        import torch
+
+        torch.set_num_threads(max(1, int(threads)))  # its share of the node, not every core
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        saved.network.to(device)
+        self.predictor = Predictor(saved, device=device)
+        self.task, self.parts = task, parts
+
+    def __call__(self, batch) -> pd.DataFrame:
+        if self.task.processed:  # an Arrow batch of a cache split: its rows carry their numbers
+            data, row_ids = batch, None
+        else:
+            row_ids = batch[ROW_ID].to_numpy(dtype=np.int64)
+            data = batch.drop(columns=[ROW_ID]).reset_index(drop=True)
+        try:
+            result = score_partition(self.predictor, data, row_ids, self.task)
+        except UserError as error:
+            # Returned, not raised: Ray Data's wrapping of a raised error loses the original
+            # across processes, and the driver owes the user its one line.
+            return pd.DataFrame({"rows": [0], "stats": [pickle.dumps(None)], "error": [str(error)]})
+        if self.parts is not None and result.rows:
+            self.parts.write(result.predictions, int(result.predictions["row"].iloc[0]))
+        return pd.DataFrame(
+            {"rows": [result.rows], "stats": [pickle.dumps(result.stats)], "error": [""]}
+        )
+
+
+def score_on_ray(
+    dataset, saved: SavedModel, task: ScoringTask, settings: PoolSettings, parts
+) -> tuple[int, list[dict]]:
+    """Scores a Ray Dataset (raw blocks with ROW_ID, or a cache split) with the actor pool;
+    returns (rows scored, each batch's statistics)."""
+    ray = require_ray("batch scoring on Ray")
+    import ray.data
+
+    options = settings.ray_options()
+    log.info(
+        "scoring on Ray: %d actor(s) of %s, batches of %d rows",
+        settings.actors,
+        settings.resources,
+        settings.batch_rows,
+    )
+    results = dataset.map_batches(
+        PartitionScorer,
+        fn_constructor_kwargs={
+            "saved": saved,
+            "task": task,
+            "parts": parts,
+            "threads": options["num_cpus"] or 1,
+        },
+        batch_size=settings.batch_rows,
+        batch_format="pyarrow" if task.processed else "pandas",
+        compute=ray.data.ActorPoolStrategy(size=settings.actors),
+        **options,
+    )
+    rows, stats = 0, []
+    for batch in results.iter_batches(batch_format="pandas", batch_size=None):
+        errors = batch["error"][batch["error"] != ""]
+        if len(errors):
+            raise UserError(errors.iloc[0])  # leaving the loop stops the pool
+        rows += int(batch["rows"].sum())
+        stats.extend(s for s in map(pickle.loads, batch["stats"]) if s is not None)
+    return rows, stats

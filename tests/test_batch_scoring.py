@@ -1,0 +1,235 @@
+"""Batch prediction and evaluation on a real local Ray: an actor pool scores the processor's
+partitions where they live and writes the predictions itself; metrics merge from partial
+statistics. Every path agrees with the local one on the same model and data."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import MIXED_MODEL, mixed_table, run_cli, run_experiment
+
+from runner.backends.local import LocalBackend
+from runner.errors import UserError, user_error_in
+from runner.scoring.batch import ScoringTask
+from runner.scoring.dispatch import score_split
+from runner.scoring.predictor import Predictor
+
+pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.distributed]
+TOLERANCE = 1e-6
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A model trained locally on the mixed table (every input and output type), and new
+    data with an ID column, a missing number and a category never seen in training."""
+    root = tmp_path_factory.mktemp("batch")
+    mixed_table(3000).to_csv(root / "train.csv", index=False)
+    metrics = run_experiment(
+        root / "train",
+        root / "cache",
+        "backend=local",
+        f"dataset.path={root / 'train.csv'}",
+        "trainer.epochs=2",
+        *MIXED_MODEL,
+    )
+    new = mixed_table(2500, seed=5)
+    new.loc[0, "shape"] = "hexagon"
+    new.loc[1, "size"] = None
+    new.loc[2, "review"] = None
+    new.insert(0, "id", [f"customer-{i}" for i in range(len(new))])
+    new.to_csv(root / "new.csv", index=False)
+    return root, metrics
+
+
+def _predictions(run_dir) -> pd.DataFrame:
+    path = run_dir / "predictions.parquet"
+    if not path.exists():
+        path = run_dir / "predictions"
+    return pd.read_parquet(path).sort_values("row").reset_index(drop=True)
+
+
+def _score(root, name, command, *overrides):
+    run_dir = root / f"{command}-{name}"
+    metrics = run_experiment(
+        run_dir,
+        root / "cache",
+        f"command={command}",
+        f"model_dir={root / 'train' / 'model'}",
+        f"dataset.path={root / 'new.csv'}",
+        *overrides,
+    )
+    return run_dir, metrics
+
+
+def assert_same_predictions(got: pd.DataFrame, want: pd.DataFrame):
+    assert list(got.columns) == list(want.columns)
+    assert got["row"].tolist() == want["row"].tolist()
+    numbers = want.select_dtypes("number").columns
+    assert np.abs(got[numbers].to_numpy() - want[numbers].to_numpy()).max() <= TOLERANCE
+    for column in want.columns.difference(numbers):
+        assert got[column].tolist() == want[column].tolist(), column
+
+
+def assert_same_metrics(got: dict, want: dict):
+    assert set(got) == set(want)
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, abs=TOLERANCE), key
+
+
+@pytest.fixture(scope="module")
+def local_reference(trained):
+    root, _ = trained
+    predict_dir, _ = _score(root, "local", "predict", "backend=local", "predict.keep_columns=[id]")
+    _, evaluation = _score(root, "local", "evaluate", "backend=local")
+    return _predictions(predict_dir), evaluation["evaluation"]
+
+
+@pytest.mark.parametrize(
+    "processor",
+    [["processor=pandas"], ["processor=dask", "processor.parallelism=3"], ["processor=modin"]],
+)
+def test_predict_and_evaluate_on_ray_equal_the_local_path(
+    trained, local_reference, processor, caplog
+):
+    root, _ = trained
+    want_predictions, want_metrics = local_reference
+    name = processor[0].split("=")[1]
+    ray = [
+        "backend=ray",
+        *processor,
+        "trainer.num_workers=2",
+        "trainer.resources_per_worker={CPU: 0.5}",
+        "predict.batch_size=700",
+    ]
+    with caplog.at_level("INFO"):
+        predict_dir, _ = _score(root, name, "predict", *ray, "predict.keep_columns=[id]")
+    assert "scoring on Ray: 2 actor(s)" in caplog.text
+    parts = sorted(p.name for p in (predict_dir / "predictions").iterdir())
+    # Parts written by the actors, named by their first row; nothing else (no staging dirs).
+    assert len(parts) >= 4 and all(p.startswith("part-") for p in parts)
+    assert not list(predict_dir.glob("predictions.partial-*"))
+    got = _predictions(predict_dir)
+    assert list(got.columns[:2]) == ["row", "id"]
+    assert got["id"].tolist() == [f"customer-{i}" for i in range(2500)]
+    assert_same_predictions(got, want_predictions)
+    assert got.loc[0, "grade_prediction"] in ("A", "B", "C")  # an unseen category still scores
+    _, evaluation = _score(root, name, "evaluate", *ray)
+    assert_same_metrics(evaluation["evaluation"], want_metrics)
+
+
+def test_experiment_on_ray_scores_the_test_split_with_the_pool(tmp_path, trained, caplog):
+    root, _ = trained
+    run_dir = tmp_path / "run"
+    with caplog.at_level("INFO"):
+        metrics = run_experiment(
+            run_dir,
+            root / "cache",
+            "backend=ray",
+            f"dataset.path={root / 'train.csv'}",
+            "trainer.epochs=2",
+            "predict.batch_size=200",
+            *MIXED_MODEL,
+        )
+    assert "scoring on Ray: 1 actor(s)" in caplog.text
+    predictions = _predictions(run_dir)
+    assert predictions["row"].is_unique
+    assert len(list((run_dir / "predictions").iterdir())) >= 2
+    assert set(predictions["grade"]) <= {"A", "B", "C"}  # true values beside the predictions
+    # The same model and split scored in one process give the same metrics.
+    from runner.storage import Location
+
+    entry = json.loads((run_dir / "metrics.json").read_text())["training"]["cache_entry"]
+    local = score_split(
+        Predictor.load(run_dir / "model"),
+        ScoringTask(labelled=True, write_predictions=True, processed=True),
+        LocalBackend(),
+        Location(entry).join("test"),
+        tmp_path,
+        None,
+    )
+    assert_same_metrics(metrics["test"], local.metrics)
+    assert_same_predictions(predictions, _predictions(tmp_path))
+    assert 0 < metrics["baseline"]["grade/accuracy"] < 1
+
+
+def _bad_tables(root):
+    good = pd.read_csv(root / "new.csv")
+    wrong_type = good.copy()
+    wrong_type["size"] = wrong_type["size"].astype(object)
+    wrong_type.loc[1800, "size"] = "twelve"
+    wrong_type.to_csv(root / "wrong_type.csv", index=False)
+    good.drop(columns=["shape"]).to_csv(root / "no_shape.csv", index=False)
+    good.iloc[:0].to_csv(root / "empty.csv", index=False)
+
+
+BAD_INPUTS = {
+    "missing input": (
+        "no_shape.csv",
+        [],
+        "input feature 'shape' is not a column of",
+    ),
+    "wrong type": (
+        "wrong_type.csv",
+        [],
+        "number feature 'size' has non-numeric value 'twelve' at data row 1801",
+    ),
+    "empty table": ("empty.csv", [], "has no data rows"),
+    "missing keep column": (
+        "new.csv",
+        ["predict.keep_columns=[customer]"],
+        "predict.keep_columns names 'customer', which is not a column of",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_on_ray_is_one_line_and_leaves_no_predictions(trained, case):
+    root, _ = trained
+    _bad_tables(root)
+    table, extra, message = BAD_INPUTS[case]
+    run_dir = root / f"bad-{case.replace(' ', '-')}"
+    with pytest.raises(Exception) as raised:
+        run_experiment(
+            run_dir,
+            root / "cache",
+            "command=predict",
+            f"model_dir={root / 'train' / 'model'}",
+            f"dataset.path={root / table}",
+            "backend=ray",
+            "processor=dask",
+            "processor.parallelism=3",
+            "trainer.num_workers=2",
+            "trainer.resources_per_worker={CPU: 0.5}",
+            "predict.batch_size=500",
+            *extra,
+        )
+    error = user_error_in(raised.value)
+    assert isinstance(error, UserError) and message in str(error)
+    assert "\n" not in str(error)
+    leftovers = [p.name for p in run_dir.iterdir() if p.name.startswith("predictions")]
+    assert leftovers == []
+
+
+def test_wrong_type_on_ray_from_the_cli(trained, tmp_path):
+    """The error an actor raised reaches the user as one line, exit 2, no predictions."""
+    root, _ = trained
+    _bad_tables(root)
+    result = run_cli(
+        "command=predict",
+        f"model_dir={root / 'train' / 'model'}",
+        f"dataset.path={root / 'wrong_type.csv'}",
+        "backend=ray",
+        "backend.num_cpus=2",
+        "processor=dask",
+        "processor.parallelism=2",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env={"RAY_ADDRESS": ""},
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: number feature 'size' has non-numeric value 'twelve' at data row 1801; "
+        "fix the value or declare 'size' as type category"
+    ]
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith("predictions")]
