@@ -77,8 +77,6 @@ def score_on_ray(
     """Scores a Ray Dataset (raw blocks with ROW_ID, or a cache split) with the actor pool;
     returns (rows scored, each batch's statistics)."""
     ray = require_ray("batch scoring on Ray")
-    import ray.data
-
     options = settings.ray_options()
     log.info(
         "scoring on Ray: %d actor(s) of %s, batches of %d rows",
@@ -96,7 +94,9 @@ def score_on_ray(
         },
         batch_size=settings.batch_rows,
         batch_format="pyarrow" if task.processed else "pandas",
-        compute=ray.data.ActorPoolStrategy(size=settings.actors),
+        compute=ray.data.ActorPoolStrategy(
+            size=settings.actors
+        ),  # ray.data: loaded by Ray Data's callers
         **options,
     )
     rows, stats = 0, []
