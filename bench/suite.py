@@ -61,9 +61,13 @@ def measure(args: list[str], env: dict | None = None, timeout: float = 3600) -> 
     proc = subprocess.Popen(
         args, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=err, text=True
     )
-    watched, peak = psutil.Process(proc.pid), 0
+    watched, peak, driver_peak = psutil.Process(proc.pid), 0, 0
     while proc.poll() is None:
         peak = max(peak, tree_memory(watched))
+        try:
+            driver_peak = max(driver_peak, watched.memory_full_info().pss)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
         if time.perf_counter() - started > timeout:
             proc.kill()
         time.sleep(0.2)
@@ -72,6 +76,7 @@ def measure(args: list[str], env: dict | None = None, timeout: float = 3600) -> 
     result = {
         "wall_seconds": wall,
         "peak_memory_mb": peak / 2**20,
+        "driver_peak_memory_mb": driver_peak / 2**20,  # the command's own process alone
         "rc": proc.returncode,
         "stdout": out.read(),
         "stderr": err.read(),
@@ -615,6 +620,36 @@ def render_markdown(figures: dict) -> str:
             "",
             "s",
         )
+    prediction = s.get("prediction", {})
+    sizes = sorted({key.rsplit(", ", 1)[1] for key in prediction}, key=parse_size)
+    for size in sizes:
+        local, on_ray = (
+            prediction.get(f"local, {size}"),
+            prediction.get(f"ray, dask, 2 actors, {size}"),
+        )
+        if local and on_ray:
+            row(
+                "predict rows/s: Ray (dask, 2 actors) vs local",
+                size,
+                on_ray["rows_per_second"],
+                local["rows_per_second"],
+                ratio(on_ray["rows_per_second"], local["rows_per_second"]),
+                "",
+            )
+    if len(sizes) >= 2:
+        small, large = sizes[0], sizes[-1]
+        for path in ("ray, dask, 2 actors", "local"):
+            a, b = prediction.get(f"{path}, {small}"), prediction.get(f"{path}, {large}")
+            if a and b:
+                row(
+                    f"predict driver peak memory, {small} -> {large} rows ({path.split(',')[0]})",
+                    f"{large}/{small}",
+                    b["driver_peak_memory_mb"],
+                    a["driver_peak_memory_mb"],
+                    ratio(b["driver_peak_memory_mb"], a["driver_peak_memory_mb"]),
+                    "<= 1.2x on Ray" if path != "local" else "grows with the data",
+                    " MB",
+                )
     one, two = s.get("serving", {}).get("1 replica(s)"), s.get("serving", {}).get("2 replica(s)")
     if one and two:
         row(
@@ -639,7 +674,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated sections to skip: processors,ray,scaling,ooc,sweeps,serving",
+        help="comma-separated sections to skip: processors,ray,scaling,ooc,sweeps,serving,"
+        "prediction",
     )
     parser.add_argument(
         "--only",
@@ -669,6 +705,8 @@ def main(argv: list[str] | None = None) -> None:
                 suite.preprocessing(data, rows, "pandas")
         if "serving" in only:
             serve_section(suite, work, args.smoke)
+        if "prediction" in only:
+            prediction_section(suite, work, args.smoke)
         suite.write()
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -702,7 +740,22 @@ def main(argv: list[str] | None = None) -> None:
         suite.record("sweeps", "3 trials", sweep_figures(work, smoke=args.smoke))
     if "serving" not in skip:
         serve_section(suite, work, args.smoke)
+    if "prediction" not in skip:
+        prediction_section(suite, work, args.smoke)
     suite.write()
+
+
+def prediction_section(suite, work: Path, smoke: bool) -> None:
+    from bench.prediction import prediction_figures
+
+    sizes = [2000, 20000] if smoke else [1_000_000, 10_000_000]
+    data = {}
+    for rows in sizes:
+        path = work / "data" / f"synthetic-{rows}.csv"
+        data[label(rows)] = path if path.exists() else write_csv(rows, path)
+    suite.figures["sections"].pop("prediction", None)
+    for name, figures in prediction_figures(work, data, measure).items():
+        suite.record("prediction", name, figures)
 
 
 def serve_section(suite, work: Path, smoke: bool) -> None:

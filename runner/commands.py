@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -208,10 +209,11 @@ def _pool(run: Run):
 def _score_raw(run: Run, task):
     from runner.scoring.dispatch import score_raw
 
-    predictor = _predictor(run)
-    outcome = score_raw(
-        predictor, task, run.backend, run.processor, run.source, run.run_dir, _pool(run)
-    )
+    predictor, pool = _predictor(run), _pool(run)  # Ray is up from here on
+    started = time.perf_counter()
+    outcome = score_raw(predictor, task, run.backend, run.processor, run.source, run.run_dir, pool)
+    if run.backend.is_main:
+        log.info("scored %d rows in %.2fs", outcome.rows, time.perf_counter() - started)
     return predictor, outcome
 
 

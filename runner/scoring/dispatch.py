@@ -66,7 +66,8 @@ def score_raw(
         ray.wait(blocks, num_returns=len(blocks), fetch_local=False)
         dataset = ray.data.from_pandas_refs(blocks)
         if len(blocks) < pool.actors:  # fewer partitions than actors: cut them so all work
-            dataset = dataset.repartition(pool.actors)
+            # (now: once the pool holds every CPU, no task could do it)
+            dataset = dataset.repartition(pool.actors).materialize()
         return _parts_run(
             out_dir,
             task,
@@ -98,7 +99,8 @@ def score_split(
 
         def run(parts):
             dataset = ray.data.read_parquet(split.path, filesystem=split.arrow_filesystem())
-            return score_on_ray(dataset, predictor.saved, task, pool, parts)
+            # Read before the pool starts: its actors may hold every CPU the reads need.
+            return score_on_ray(dataset.materialize(), predictor.saved, task, pool, parts)
 
         return _parts_run(out_dir, task, run, predictor)
     table = split.read_table()
