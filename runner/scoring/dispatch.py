@@ -12,6 +12,7 @@ merges the same partial statistics, so their predictions and metrics agree.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,14 +61,20 @@ def score_raw(
         import ray
         import ray.data
 
+        started = time.perf_counter()
         blocks = processor.ray_blocks(read_raw(processor, source, chosen, keep), ROW_ID)
         # The partitions are all read before the actors take their CPUs: reading tasks
         # queued behind actors that wait for their output would never run.
         ray.wait(blocks, num_returns=len(blocks), fetch_local=False)
-        dataset = ray.data.from_pandas_refs(blocks)
+        log.info(
+            "%d partitions read by %s in %.2fs",
+            len(blocks),
+            processor.name,
+            time.perf_counter() - started,
+        )
         if len(blocks) < pool.actors:  # fewer partitions than actors: cut them so all work
-            # (now: once the pool holds every CPU, no task could do it)
-            dataset = dataset.repartition(pool.actors).materialize()
+            blocks = _split(ray, blocks, pool.actors)
+        dataset = ray.data.from_pandas_refs(blocks)
         return _parts_run(
             out_dir,
             task,
@@ -83,6 +90,23 @@ def score_raw(
         return score_partition(predictor, part.reset_index(drop=True), ids, task)
 
     return _local_run(predictor, map_raw(processor, source, chosen, one, keep), task, out_dir)
+
+
+def _split(ray, blocks: list, pieces: int) -> list:
+    """The blocks cut into at least `pieces` blocks, by one Ray task per block (done before
+    the pool starts: once its actors hold every CPU, no task could do it)."""
+    each = -(-pieces // len(blocks))
+    cut = ray.remote(num_cpus=1, num_returns=each)(_cut)
+    refs = [cut.remote(block, each) for block in blocks]
+    refs = [r for group in refs for r in (group if isinstance(group, list) else [group])]
+    ray.wait(refs, num_returns=len(refs), fetch_local=False)
+    return refs
+
+
+def _cut(frame: pd.DataFrame, pieces: int):
+    bounds = np.linspace(0, len(frame), pieces + 1).astype(int)
+    parts = [frame.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return parts if pieces > 1 else parts[0]
 
 
 def score_split(
