@@ -331,6 +331,18 @@ def test_dask_and_modin_need_ray(tmp_path):
         ray.init(num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024 * 1024)
 
 
+def test_modin_works_again_after_ray_restarts(tmp_path, mixed_files):
+    """Modin caches object refs for the life of the process; a second Ray session in the same
+    process (a run from Python after another, the next test module) must not meet dead ones."""
+    import ray
+
+    source = DataSource.from_config(DatasetConfig(path=str(mixed_files / "mixed.csv")))
+    assert len(make_processor("modin").read(source)) == 4000  # Modin's refs: this session's
+    ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024 * 1024)
+    assert len(make_processor("modin").read(source)) == 4000
+
+
 def test_auto_choices_follow_data_size_and_trainer(tmp_path, cache_dir, caplog):
     caplog.set_level("INFO")
     ray_run(tmp_path / "small", cache_dir, "command=preprocess")

@@ -27,7 +27,8 @@ class ModinProcessor:
         self.parallelism = parallelism
 
     def _modin(self):
-        require_ray(self.name)
+        ray = require_ray(self.name)
+        _forget_other_sessions_refs(ray)
         import modin.config
 
         modin.config.Engine.put("ray")
@@ -104,6 +105,33 @@ class ModinProcessor:
         return [
             _task(_numbered).remote(r, o, row_column) for r, o in zip(refs, offsets, strict=True)
         ]
+
+
+_MODIN_DRIVER: str | None = None  # the Ray connection Modin's cached object refs belong to
+
+
+def _forget_other_sessions_refs(ray) -> None:
+    """Modin keeps the object refs of functions it put into the object store for the life of
+    the process; after Ray restarts in the same process (a second run from Python, a test
+    module) they point at a dead session ("owner is unknown"). Drop them on a new connection."""
+    global _MODIN_DRIVER
+    context = ray.get_runtime_context()
+    driver = f"{context.get_session_name()}/{context.get_job_id()}"  # new cluster / new connection
+    if _MODIN_DRIVER not in (None, driver):
+        import gc
+
+        from modin.core.execution.ray.common.engine_wrapper import RayWrapper
+
+        RayWrapper._func_cache.clear()
+        # Classes keep refs in attributes (_DEPLOY_AXIS_FUNC, _parse_func, ...), some of them
+        # classes Modin builds at run time; each is put again on first use when None.
+        for cls in gc.get_objects():
+            if isinstance(cls, type) and str(getattr(cls, "__module__", "")).startswith("modin"):
+                for attr, value in list(vars(cls).items()):
+                    held = value.__func__ if isinstance(value, staticmethod) else value
+                    if isinstance(held, ray.ObjectRef):  # _iloc_func is a staticmethod(ref)
+                        setattr(cls, attr, None)
+    _MODIN_DRIVER = driver
 
 
 def _numbered(part, offset: int, row_column: str) -> pd.DataFrame:
