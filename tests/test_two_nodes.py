@@ -87,8 +87,22 @@ def node_of(resource: str) -> str:
     return next(n["NodeID"] for n in ray.nodes() if n["Alive"] and resource in n["Resources"])
 
 
+def wait_until_idle(timeout: float = 60.0):
+    """Wait for the actors of the test before (scorers, workers) to give their CPUs back:
+    SPREAD is best effort, and Ray packs a group onto one node while the other is busy."""
+    import time
+
+    import ray
+
+    deadline = time.monotonic() + timeout
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources()["CPU"]:
+        assert time.monotonic() < deadline, f"cluster still busy: {ray.available_resources()}"
+        time.sleep(0.2)
+
+
 def two_workers(tmp_path, trainer: str, resources: str, *overrides: str):
-    """A small run with two workers of these resources; returns its run dir."""
+    """A small run with two workers of these resources on an idle cluster; returns its run dir."""
+    wait_until_idle()
     run_dir = tmp_path / "run"
     run_experiment(
         run_dir,
