@@ -62,11 +62,14 @@ def main(cfg: DictConfig) -> float | None:
             sys.exit(2)
         raise
     if in_sweep:
+        from runner.training.reporting import epochs_reported, stopped_by_scheduler
+
         write_trial(
             run_dir,
             {
                 **record,
-                "status": "completed",
+                "status": "pruned" if stopped_by_scheduler() else "completed",
+                "epochs": epochs_reported() or None,
                 "value": value,
                 "seconds": time.perf_counter() - started,
             },

@@ -56,6 +56,7 @@ def collect(sweep_dir: Path, jobs: list[dict]) -> pd.DataFrame:
                 "trial": job["num"],
                 "status": record.get("status", job.get("status", "failed")),
                 "objective": record.get("value"),
+                "epochs": record.get("epochs", job.get("epochs")),
                 "seconds": record.get("seconds", job.get("seconds")),
                 "overrides": " ".join(job["overrides"]),
                 "error": record.get("error") or job.get("error") or "",
@@ -88,7 +89,7 @@ def _markdown(table: pd.DataFrame, objective: str, maximize: bool) -> str:
     header = (
         f"Sweep objective: {objective} ({'maximize' if maximize else 'minimize'}), best first\n\n"
     )
-    columns = ["rank", "trial", "status", "objective", "seconds", "overrides", "error"]
+    columns = ["rank", "trial", "status", "objective", "epochs", "seconds", "overrides", "error"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for _, row in table.iterrows():
         cells = []
@@ -138,7 +139,7 @@ def _hparams(table: pd.DataFrame, objective: str, logdir: Path) -> None:
 
     params = [c for c in table.columns if c.startswith("param:")]
     for _, row in table.iterrows():
-        if row["status"] != "completed":
+        if row["status"] not in ("completed", "pruned") or pd.isna(row["objective"]):
             continue
         with SummaryWriter(str(logdir / f"trial-{row['trial']}")) as writer:
             hparams = {c.removeprefix("param:"): str(row[c]) for c in params}

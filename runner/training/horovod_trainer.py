@@ -107,9 +107,14 @@ class HorovodTrainer(DistributedTrainer):
         return super().fit(make_job, backend)
 
     def _placement(self, workers: int):
-        """(placement group, resources beyond CPU and GPU) for the workers."""
+        """The placement group for the workers: a sweep trial's own (Tune reserved its
+        workers' bundles with it, runner/sweeps/tune_sweep.py), else a new one."""
         import ray
         from ray.util.placement_group import placement_group
+
+        trial_group = ray.util.get_current_placement_group()
+        if trial_group is not None:
+            return trial_group
 
         group = placement_group(
             [dict(self.resources) for _ in range(workers)], strategy=self.placement.upper()
@@ -153,7 +158,8 @@ class HorovodTrainer(DistributedTrainer):
                 if executor is not None:
                     executor.shutdown()
             finally:
-                ray.util.remove_placement_group(group)
+                if group != ray.util.get_current_placement_group():
+                    ray.util.remove_placement_group(group)
         return next(r for r in results if r is not None)
 
     def _nics(self) -> set[str] | None:

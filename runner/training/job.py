@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from dataclasses import dataclass, field
 
 from torch import nn
@@ -27,6 +28,7 @@ class TrainingJob:
     use_gpu: bool = False
     run_id: str | None = None  # its checkpoints carry it; only they are resumed automatically
     resume_if_present: bool = False  # a retried attempt continues from this run's checkpoint
+    epoch_reporter: Any = None  # rank 0 of remote workers reports epochs through it (sweeps)
 
     @classmethod
     def create(
@@ -60,6 +62,7 @@ class TrainingResult:
     best_value: float = float("nan")
     monitor: str = "loss"
     stopped_early: bool = False
+    stopped_by_scheduler: bool = False  # a sweep's scheduler (ASHA) ended it
     resumed_at_epoch: int | None = None
     train_seconds: float = 0.0  # the epoch loop, validation and checkpoints included
     step_seconds: float = 0.0  # training steps alone (what a bare loop would spend)

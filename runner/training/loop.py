@@ -20,6 +20,7 @@ from runner.scoring.decoding import Decoders, compute_metrics, metric_names
 from runner.scoring.inference import score, stack_outputs
 from runner.training import checkpoints, workers
 from runner.training.early_stopping import EarlyStopping
+from runner.training.reporting import report_epoch
 from runner.training.job import TrainingJob, TrainingResult
 from runner.training.optimization import make_optimizer, scaled_learning_rate
 from runner.training.step import Step
@@ -170,7 +171,7 @@ class _Epochs:
         monitor_split = "validation" if self.has_validation else "train"
         seed = settings.seed
         for epoch in range(self.epoch, epochs):
-            if self.monitor.should_stop:
+            if self.monitor.should_stop or self.result.stopped_by_scheduler:
                 break
             epoch_started = time.perf_counter()
             for group in self.optimizer.param_groups:
@@ -250,8 +251,21 @@ class _Epochs:
                     "model": _cpu_state(self.model),
                     "metrics": scored,
                 }
+            if not self._scheduler_says_go_on(record, epoch + 1 == epochs):
+                log.info("epoch %d/%d: the sweep's scheduler stopped this trial", epoch + 1, epochs)
+                self.result.stopped_by_scheduler = True
             if self.commit is not None:
                 self.commit()
+
+    def _scheduler_says_go_on(self, record: dict, last_epoch: bool) -> bool:
+        """Rank 0 asks the sweep's scheduler (if any); every rank learns the same answer, so
+        all of them leave the loop after the same epoch."""
+        strategy, forward = self.strategy, self.job.epoch_reporter
+        final = last_epoch or self.monitor.should_stop
+        go_on = report_epoch(record, final, forward) if strategy.is_main else True
+        if forward is not None and strategy.world_size > 1:
+            go_on = bool(strategy.gather({"go_on": np.array([go_on])})["go_on"].all())
+        return go_on
 
     def close(self) -> None:
         if self.writer is not None:

@@ -26,6 +26,7 @@ from runner.training import checkpoints
 from runner.training.base import JobFactory
 from runner.training.job import TrainingJob, TrainingResult
 from runner.training.loop import run_training
+from runner.training.reporting import relayed_reports
 from runner.training.strategies import LocalStrategy
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,10 @@ class DistributedTrainer(LocalTrainer):
             raise UserError(f"trainer={self.name} runs on Ray: add backend=ray")
 
     def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult:
+        with relayed_reports() as reporter:  # a sweep's scheduler hears rank 0's epochs
+            return self._fit(make_job, backend, reporter)
+
+    def _fit(self, make_job: JobFactory, backend: Backend, reporter) -> TrainingResult:
         self._needs_ray(backend)
         workers = self.world_size(backend)
         self._check_placeable(self._min_workers(workers))
@@ -151,6 +156,7 @@ class DistributedTrainer(LocalTrainer):
                 use_gpu=self.use_gpu(),
                 run_id=self.run_id,
                 resume_if_present=attempt > 0,
+                epoch_reporter=reporter,
             )
             try:
                 return self._run(job, workers)

@@ -1,0 +1,7 @@
+"""Hydra discovers sweepers only inside the hydra_plugins namespace; the work is in runner.sweeps."""
+
+from runner.sweeps.tune_sweep import TuneSweeperBase
+
+
+class TuneSweeper(TuneSweeperBase):
+    """hydra/sweeper=tune"""

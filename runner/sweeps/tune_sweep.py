@@ -1,0 +1,402 @@
+"""hydra/sweeper=tune: a `--multirun` sweep as a Ray Tune experiment.
+
+Hydra's sweep syntax (comma lists, choice, range, interval, tag(log, interval)) from the
+command line and hydra.sweeper.params becomes Tune's search space; each trial is an
+ordinary run of the product (run.py's task function through Hydra's run_job, in the sweep
+subdir <trial number>/, with all its outputs and trial.json); the epoch loop reports every
+epoch's metrics to Tune's scheduler (runner/training/reporting.py), and a trial that ASHA
+stops ends its epoch, writes its outputs and is reported `pruned`. Tune's experiment state
+lives in <sweep dir>/.tune (resume: hydra.sweeper.resume=true).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra.plugins.sweeper import Sweeper
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from runner.errors import UserError
+
+log = logging.getLogger(__name__)
+SEARCHES = ("random", "grid", "optuna")
+SCHEDULERS = ("asha", "none")
+EXPERIMENT = ".tune"  # Tune's state, inside the sweep dir
+STOP_GRACE_S = 300  # how long a stopped trial may take to finish its epoch and write its outputs
+
+
+@dataclass
+class SearchSpace:
+    fixed: list[str]  # overrides every trial gets
+    space: dict  # safe id -> Tune domain (or grid_search)
+    keys: dict  # safe id -> config key
+
+    def overrides(self, params: dict) -> list[str]:
+        return self.fixed + [f"{self.keys[k]}={params[k]}" for k in sorted(params)]
+
+
+def search_space(arguments: list[str], params: dict, search: str) -> SearchSpace:
+    """Hydra's sweep overrides -> Tune's space. Values of choices and ranges stay Hydra's
+    own strings (so `model.hidden_size=64` reaches the trial as typed); intervals sample
+    numbers (log-uniform when tagged log; integers when both ends are)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Transformer
+    from ray import tune
+
+    given = [f"{k}={v}" for k, v in (params or {}).items()] + list(arguments)
+    fixed, space, keys = [], {}, {}
+    for override in OverridesParser.create().parse_overrides(given):
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            fixed.append(f"{key}={override.get_value_element_as_str()}")
+            continue
+        safe = f"p{len(keys)}"
+        keys[safe] = key
+        if override.is_interval_sweep():
+            if search == "grid":
+                raise UserError(
+                    f"{key}: an interval has no grid; give a list or range(...) with "
+                    "hydra.sweeper.search=grid, or use search=random"
+                )
+            value = override.value()
+            low, high = value.start, value.end
+            log_scale = "log" in value.tags
+            if isinstance(low, int) and isinstance(high, int):
+                space[safe] = (
+                    tune.lograndint(low, high + 1) if log_scale else tune.randint(low, high + 1)
+                )
+            else:
+                space[safe] = tune.loguniform(low, high) if log_scale else tune.uniform(low, high)
+        else:  # a comma list, choice(...) or range(...): a finite set of values
+            values = list(override.sweep_iterator(transformer=Transformer.encode))
+            space[safe] = tune.grid_search(values) if search == "grid" else tune.choice(values)
+    if not space:
+        raise UserError(
+            "hydra/sweeper=tune found nothing to sweep; give e.g. trainer.learning_rate="
+            "'tag(log, interval(0.0003, 0.03))' or model.hidden_size=32,64 (or hydra.sweeper.params)"
+        )
+    return SearchSpace(fixed, space, keys)
+
+
+@dataclass
+class TrialResources:
+    bundles: list[dict]  # Tune's placement group for one trial: its driver's bundle first
+    strategy: str  # of the group: PACK | SPREAD
+    overrides: list[str]  # what every trial's run gets on top of the sweep's
+
+
+def trial_resources(trainer) -> TrialResources:
+    """A trial that trains in its own process (one worker) holds that worker's CPU and runs
+    locally; a distributed trial's driver holds nothing and its group holds one bundle per
+    worker, which the trial's Horovod workers, data tasks and scoring actors all use. No
+    trial needs more than its group, so trials never wait on each other's CPUs."""
+    workers = trainer.num_workers or 1
+    if trainer.strategy == "ddp" or trainer.elastic:
+        raise UserError(
+            "hydra/sweeper=tune trains distributed trials with trainer=horovod (fixed "
+            "num_workers); for trainer=ddp or elastic trials use hydra/launcher=ray"
+        )
+    bundle = {k: float(v) for k, v in trainer.resources_per_worker.items()} or {"CPU": 1.0}
+    if trainer.use_gpu:
+        bundle.setdefault("GPU", 1.0)
+    if trainer.strategy == "horovod" or workers > 1:
+        placement = (trainer.placement or ("pack" if trainer.use_gpu else "spread")).upper()
+        overrides = [] if trainer.strategy == "horovod" else ["trainer.strategy=horovod"]
+        return TrialResources([{}] + [dict(bundle) for _ in range(workers)], placement, overrides)
+    return TrialResources([bundle], "PACK", ["backend=local"])
+
+
+def scheduled_metric(objective: str) -> str:
+    """The per-epoch metric the scheduler compares: the objective itself for train/val; a
+    test objective is only known at the end, so epochs are compared on its val twin."""
+    split, _, name = objective.partition("/")
+    return f"val/{name}" if split == "test" else objective
+
+
+class TuneSweeperBase(Sweeper):
+    def __init__(
+        self,
+        num_samples: int,
+        search: str,
+        scheduler: str,
+        grace_period: int,
+        reduction_factor: float,
+        max_concurrent: int | None,
+        resume: bool,
+        seed: int | None,
+        num_cpus: float | None,
+        params: dict | None,
+    ):
+        self.num_samples, self.search, self.scheduler = num_samples, search, scheduler
+        self.grace_period, self.reduction_factor = grace_period, reduction_factor
+        self.max_concurrent, self.resume, self.seed = max_concurrent, resume, seed
+        self.num_cpus = num_cpus
+        self.params = dict(params or {})
+
+    def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
+        self.hydra_context, self.task_function, self.config = hydra_context, task_function, config
+
+    def sweep(self, arguments: list[str]):
+        try:
+            return self._sweep(arguments)
+        except UserError as error:  # run.py's one line, for a sweep that cannot start
+            import sys
+
+            print(f"error: {error}", file=sys.stderr)
+            sys.exit(2)
+
+    def _check(self) -> None:
+        if self.search not in SEARCHES:
+            raise UserError(
+                f"hydra.sweeper.search={self.search} is unknown; use one of: {', '.join(SEARCHES)}"
+            )
+        if self.scheduler not in SCHEDULERS:
+            raise UserError(
+                f"hydra.sweeper.scheduler={self.scheduler} is unknown; use one of: "
+                f"{', '.join(SCHEDULERS)}"
+            )
+        if self.search == "optuna":
+            import optuna
+
+            raise UserError(
+                f"hydra.sweeper.search=optuna needs optuna >= 3.0 (Ray Tune's OptunaSearch); this "
+                f"environment has {optuna.__version__}, pinned below 3 by hydra-optuna-sweeper. Use "
+                "search=random, or hydra/sweeper=optuna for Optuna's own sweeper"
+            )
+        if self.num_samples < 1:
+            raise UserError(f"hydra.sweeper.num_samples={self.num_samples} must be at least 1")
+
+    def _trial_resources(self) -> TrialResources:
+        from runner.config import TrainerConfig
+
+        trainer: TrainerConfig = OmegaConf.to_object(self.config.trainer)
+        return trial_resources(trainer)
+
+    def _sweep(self, arguments: list[str]):
+        from hydra.core.singleton import Singleton
+        from ray import tune
+        from ray.tune.schedulers import ASHAScheduler
+        from ray.tune.search import BasicVariantGenerator
+
+        from runner.runtime import RayRuntime
+        from runner.sweeps.objective import maximizing
+
+        self._check()
+        resources = self._trial_resources()
+        space = search_space(arguments, self.params, self.search)
+        space.fixed.extend(resources.overrides)
+        sweep_dir = Path(os.path.abspath(str(self.config.hydra.sweep.dir)))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        objective = str(self.config.sweep.objective)
+        maximize = maximizing(objective, str(self.config.sweep.direction))
+        runtime = RayRuntime(None, self.num_cpus, None, None, 5.0, False, "127.0.0.1", 8265, False)
+        runtime.check()
+        runtime.start()
+        trial = _trial_function(
+            self.hydra_context,
+            self.task_function,
+            self.config,
+            Singleton.get_state(),
+            space,
+            sweep_dir,
+            scheduled_metric(objective),
+            os.getcwd(),
+        )
+        trainable = tune.with_resources(
+            _graceful(trial), tune.PlacementGroupFactory(resources.bundles, resources.strategy)
+        )
+        scheduler = None
+        if self.scheduler == "asha":
+            scheduler = ASHAScheduler(
+                time_attr="training_iteration",
+                max_t=int(self.config.trainer.epochs),
+                grace_period=self.grace_period,
+                reduction_factor=self.reduction_factor,
+            )
+        tune_config = tune.TuneConfig(
+            metric="objective",
+            mode="max" if maximize else "min",
+            scheduler=scheduler,
+            search_alg=BasicVariantGenerator(random_state=self.seed),
+            num_samples=self.num_samples,
+            max_concurrent_trials=self.max_concurrent,
+            trial_dirname_creator=_trial_dirname,
+        )
+        run_config = tune.RunConfig(name=EXPERIMENT, storage_path=str(sweep_dir), verbose=1)
+        experiment = sweep_dir / EXPERIMENT
+        started = time.perf_counter()
+        if self.resume and tune.Tuner.can_restore(str(experiment)):
+            log.info("resuming the Tune experiment in %s", experiment)
+            tuner = tune.Tuner.restore(str(experiment), trainable, resume_errored=False)
+        else:
+            if self.resume:
+                log.info("hydra.sweeper.resume=true but %s holds no experiment: a new one", experiment)
+            tuner = tune.Tuner(
+                trainable, param_space=space.space, tune_config=tune_config, run_config=run_config
+            )
+        results = tuner.fit()
+        log.info("Tune sweep: %d trials in %.1fs", len(results), time.perf_counter() - started)
+        return _report(self.config, sweep_dir, results, space, objective, maximize)
+
+
+def _trial_dirname(trial) -> str:
+    return trial.trial_id
+
+
+def _trial_number(trial_id: str) -> int:
+    """Tune's trial ids end in a per-experiment counter (<uuid>_00003): the sweep subdir."""
+    return int(trial_id.rsplit("_", 1)[-1])
+
+
+def _trial_function(
+    hydra_context, task_function, config, singleton_state, space: SearchSpace, sweep_dir, metric, cwd
+):
+    def trial(params: dict) -> None:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.core.singleton import Singleton
+        from hydra.core.utils import run_job, setup_globals
+        from ray import tune
+
+        from runner.sweeps.objective import objective_value
+        from runner.training.reporting import set_epoch_reporter
+
+        os.chdir(cwd)  # Tune runs trials in a working dir of its own: relative paths stay the user's
+        number = _trial_number(tune.get_context().get_trial_id())
+        job = hydra_context.config_loader.load_sweep_config(config, space.overrides(params))
+        with open_dict(job):
+            job.hydra.sweep.dir = str(sweep_dir)
+            job.hydra.job.id = tune.get_context().get_trial_id()
+            job.hydra.job.num = number
+
+        def report(record: dict) -> bool:
+            values = {"train": record["train"], "validation": record["validation"]}
+            try:
+                tune.report({"objective": objective_value(values, metric), "epoch": record["epoch"]})
+            except SystemExit:  # Tune's scheduler stopped this trial (raised inside report)
+                return False
+            return True
+
+        _data_tasks_in_the_trial_group()
+        setup_globals()
+        Singleton.set_state(singleton_state)
+        HydraConfig.instance().set_config(job)
+        set_epoch_reporter(report)
+        try:
+            ret = run_job(
+                hydra_context=hydra_context,
+                task_function=task_function,
+                config=job,
+                job_dir_key="hydra.sweep.dir",
+                job_subdir_key="hydra.sweep.subdir",
+            )
+        finally:
+            set_epoch_reporter(None)
+        ret.return_value  # noqa: B018  (re-raises the trial's error: Tune marks it errored)
+
+    return trial
+
+
+def _data_tasks_in_the_trial_group() -> None:
+    """Ray Data schedules its tasks and actors SPREAD across the cluster, outside the trial's
+    placement group, where every CPU may be held by trials: they would wait for good. Inside
+    the group they use the trial's own bundles (idle while the trial reads, preprocesses and
+    scores). Dask-on-Ray tasks and actors without a strategy follow the group already."""
+    import warnings
+
+    import ray
+    from ray.data import DataContext
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    group = ray.util.get_current_placement_group()
+    if group is None:
+        return
+    with warnings.catch_warnings():  # deprecated "after January 2027", no replacement yet
+        warnings.simplefilter("ignore")
+        DataContext.get_current().scheduling_strategy = PlacementGroupSchedulingStrategy(
+            group, placement_group_capture_child_tasks=True
+        )
+
+
+def _graceful(trial):
+    """The function trainable, with a stop that waits for the trial to end its epoch and
+    write its outputs (Tune's own stop does not wait, and removes the trial's resources)."""
+    from ray.train._internal.session import get_session, shutdown_session
+    from ray.tune.trainable.function_trainable import wrap_function
+
+    class GracefulTrial(wrap_function(trial)):
+        def cleanup(self):
+            session = get_session()
+            try:
+                session.finish(timeout=0)
+                # The trial may block in Tune's report again (its next epoch, or the final
+                # result after it returns): each time, stop it and let it go on, until it ends.
+                deadline = time.monotonic() + STOP_GRACE_S
+                thread = session.training_thread
+                while thread.is_alive() and time.monotonic() < deadline:
+                    thread.join(timeout=0.5)
+                    if thread.is_alive():
+                        session.stop_event.set()
+                        session.continue_lock.release()
+            finally:
+                session._report_thread_runner_error()
+                shutdown_session()
+
+    GracefulTrial.__name__ = "trial"
+    return GracefulTrial
+
+
+def _report(config, sweep_dir: Path, results, space: SearchSpace, objective: str, maximize: bool):
+    from runner.sweeps.report import record_jobs, write_report
+
+    jobs, curves = [], {}
+    for result in results:
+        trial_id = Path(result.path).name  # _trial_dirname
+        frame = result.metrics_dataframe
+        if frame is not None and "objective" in frame:
+            curves[_trial_number(trial_id)] = frame[["training_iteration", "objective"]]
+        params = {k: result.config[k] for k in space.keys if k in result.config}
+        error = str(result.error).splitlines()[0] if result.error else ""
+        jobs.append(
+            {
+                "num": _trial_number(trial_id),
+                "overrides": space.overrides(params)[len(space.fixed) :],
+                "status": "failed" if result.error else "completed",
+                "error": error,
+                "epochs": result.metrics.get("training_iteration"),
+                "seconds": result.metrics.get("time_total_s"),
+            }
+        )
+    table = write_report(sweep_dir, record_jobs(sweep_dir, jobs), objective, maximize)
+    _plot_epochs(curves, table, scheduled_metric(objective), sweep_dir / "sweep_epochs.png")
+    return table
+
+
+def _plot_epochs(curves: dict, table, metric: str, path: Path) -> None:
+    """The scheduled metric per epoch of every trial: the picture of what the scheduler cut."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    status = dict(zip(table["trial"], table["status"], strict=True)) if len(table) else {}
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for number, frame in sorted(curves.items()):
+        pruned = status.get(number) == "pruned"
+        ax.plot(
+            frame["training_iteration"],
+            frame["objective"],
+            linestyle="--" if pruned else "-",
+            marker="x" if pruned else "o",
+            label=f"{number} ({status.get(number, '?')})",
+        )
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric} per epoch (dashed: pruned)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
