@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -34,7 +35,10 @@ def record_jobs(sweep_dir: Path, jobs: list[dict]) -> list[dict]:
 
 
 def write_trial(job_dir: Path, record: dict) -> None:
-    (job_dir / TRIAL_FILE).write_text(json.dumps(record, indent=2, default=str))
+    """Atomic: a resumed sweep trusts a trial.json it finds (a killed write leaves none)."""
+    partial = job_dir / f".{TRIAL_FILE}.partial"
+    partial.write_text(json.dumps(record, indent=2, default=str))
+    os.replace(partial, job_dir / TRIAL_FILE)
 
 
 def _parse(override: str) -> tuple[str, str]:

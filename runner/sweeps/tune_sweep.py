@@ -11,6 +11,7 @@ lives in <sweep dir>/.tune (resume: hydra.sweeper.resume=true).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 SEARCHES = ("random", "grid", "optuna")
 SCHEDULERS = ("asha", "none")
 EXPERIMENT = ".tune"  # Tune's state, inside the sweep dir
+FINISHED = ("completed", "pruned")  # trials a resumed sweep does not run again
+STATE_SAVE_S = "2"  # how often Tune saves the experiment's state (its default: 10 s or more)
 STOP_GRACE_S = 300  # how long a stopped trial may take to finish its epoch and write its outputs
 
 
@@ -212,7 +215,7 @@ class TuneSweeperBase(Sweeper):
         scheduler = None
         if self.scheduler == "asha":
             scheduler = ASHAScheduler(
-                time_attr="training_iteration",
+                time_attr="epoch",  # the run's own epoch: right after a resume from a checkpoint
                 max_t=int(self.config.trainer.epochs),
                 grace_period=self.grace_period,
                 reduction_factor=self.reduction_factor,
@@ -229,12 +232,21 @@ class TuneSweeperBase(Sweeper):
         run_config = tune.RunConfig(name=EXPERIMENT, storage_path=str(sweep_dir), verbose=1)
         experiment = sweep_dir / EXPERIMENT
         started = time.perf_counter()
-        if self.resume and tune.Tuner.can_restore(str(experiment)):
+        os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", STATE_SAVE_S)
+        if self.resume:
+            if not tune.Tuner.can_restore(str(experiment)):
+                raise UserError(
+                    f"hydra.sweeper.resume=true: {sweep_dir} holds no Tune experiment to resume; "
+                    "pass the killed sweep's directory as hydra.sweep.dir=..."
+                )
             log.info("resuming the Tune experiment in %s", experiment)
             tuner = tune.Tuner.restore(str(experiment), trainable, resume_errored=False)
+        elif experiment.exists():
+            raise UserError(
+                f"{sweep_dir} holds the Tune experiment of an earlier sweep; continue it with "
+                "hydra.sweeper.resume=true, or give a new hydra.sweep.dir"
+            )
         else:
-            if self.resume:
-                log.info("hydra.sweeper.resume=true but %s holds no experiment: a new one", experiment)
             tuner = tune.Tuner(
                 trainable, param_space=space.space, tune_config=tune_config, run_config=run_config
             )
@@ -266,19 +278,25 @@ def _trial_function(
 
         os.chdir(cwd)  # Tune runs trials in a working dir of its own: relative paths stay the user's
         number = _trial_number(tune.get_context().get_trial_id())
-        job = hydra_context.config_loader.load_sweep_config(config, space.overrides(params))
+        trial_dir = sweep_dir / str(number)
+        finished = _finished_record(trial_dir)
+        if finished is not None:  # it ended after Tune last saved its state, then the driver died
+            _replay(finished)
+            return
+        overrides = space.overrides(params) + _resume_override(trial_dir)
+        job = hydra_context.config_loader.load_sweep_config(config, overrides)
         with open_dict(job):
             job.hydra.sweep.dir = str(sweep_dir)
             job.hydra.job.id = tune.get_context().get_trial_id()
             job.hydra.job.num = number
 
+        curve: list[list] = []  # [epoch, objective] as reported: kept in trial.json for a resume
+
         def report(record: dict) -> bool:
             values = {"train": record["train"], "validation": record["validation"]}
-            try:
-                tune.report({"objective": objective_value(values, metric), "epoch": record["epoch"]})
-            except SystemExit:  # Tune's scheduler stopped this trial (raised inside report)
-                return False
-            return True
+            value = objective_value(values, metric)
+            curve.append([record["epoch"], value])
+            return _tell_tune(record["epoch"], value)
 
         _data_tasks_in_the_trial_group()
         setup_globals()
@@ -295,9 +313,59 @@ def _trial_function(
             )
         finally:
             set_epoch_reporter(None)
+        _keep_curve(trial_dir, curve)
         ret.return_value  # noqa: B018  (re-raises the trial's error: Tune marks it errored)
 
     return trial
+
+
+def _tell_tune(epoch: int, value) -> bool:
+    """One epoch's objective to Tune's scheduler; False: it stopped this trial."""
+    from ray import tune
+
+    try:
+        tune.report({"objective": value, "epoch": epoch})
+    except SystemExit:  # Tune's scheduler stopped this trial (raised inside report)
+        return False
+    return True
+
+
+def _finished_record(trial_dir: Path) -> dict | None:
+    """The trial.json of a trial that completed or was pruned, else None."""
+    from runner.sweeps.report import TRIAL_FILE
+
+    path = trial_dir / TRIAL_FILE
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    return record if record.get("status") in FINISHED else None
+
+
+def _replay(record: dict) -> None:
+    """Tell Tune what a finished trial reported, without running (or touching) it again."""
+    log.info("trial already %s in an earlier run of this sweep: not rerun", record["status"])
+    curve = record.get("curve") or [[record.get("epochs") or 1, record.get("value")]]
+    for epoch, value in curve:
+        if not _tell_tune(epoch, value):
+            break
+
+
+def _resume_override(trial_dir: Path) -> list[str]:
+    """An interrupted trial goes on from the last checkpoint its run wrote."""
+    from runner.training import checkpoints
+
+    if (trial_dir / "checkpoints" / checkpoints.LAST).is_file():
+        log.info("trial %s continues from its last checkpoint", trial_dir.name)
+        return [f"trainer.resume_from={trial_dir}"]
+    return []
+
+
+def _keep_curve(trial_dir: Path, curve: list) -> None:
+    from runner.sweeps.report import TRIAL_FILE, write_trial
+
+    path = trial_dir / TRIAL_FILE
+    if path.is_file() and curve:
+        write_trial(trial_dir, {**json.loads(path.read_text()), "curve": curve})
 
 
 def _data_tasks_in_the_trial_group() -> None:
@@ -356,8 +424,8 @@ def _report(config, sweep_dir: Path, results, space: SearchSpace, objective: str
     for result in results:
         trial_id = Path(result.path).name  # _trial_dirname
         frame = result.metrics_dataframe
-        if frame is not None and "objective" in frame:
-            curves[_trial_number(trial_id)] = frame[["training_iteration", "objective"]]
+        if frame is not None and {"objective", "epoch"} <= set(frame.columns):
+            curves[_trial_number(trial_id)] = frame[["epoch", "objective"]].drop_duplicates("epoch", keep="last")
         params = {k: result.config[k] for k in space.keys if k in result.config}
         error = str(result.error).splitlines()[0] if result.error else ""
         jobs.append(
@@ -366,7 +434,7 @@ def _report(config, sweep_dir: Path, results, space: SearchSpace, objective: str
                 "overrides": space.overrides(params)[len(space.fixed) :],
                 "status": "failed" if result.error else "completed",
                 "error": error,
-                "epochs": result.metrics.get("training_iteration"),
+                "epochs": result.metrics.get("epoch"),
                 "seconds": result.metrics.get("time_total_s"),
             }
         )
@@ -387,7 +455,7 @@ def _plot_epochs(curves: dict, table, metric: str, path: Path) -> None:
     for number, frame in sorted(curves.items()):
         pruned = status.get(number) == "pruned"
         ax.plot(
-            frame["training_iteration"],
+            frame["epoch"],
             frame["objective"],
             linestyle="--" if pruned else "-",
             marker="x" if pruned else "o",
