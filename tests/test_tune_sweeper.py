@@ -2,10 +2,18 @@
 ASHA stopping the hopeless trials (each trial an ordinary run with its outputs)."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import ROOT, run_cli
+
+from runner.training import checkpoints
 
 pytestmark = [pytest.mark.distributed]
 
@@ -36,7 +44,10 @@ def test_asha_prunes_some_trials_and_completes_others(tmp_path):
     report = pd.read_csv(sweep_dir / "sweep_report.csv")
     assert len(report) == 6 and set(report["trial"]) == set(range(6))
     assert set(report["status"]) <= {"completed", "pruned"}
-    pruned, completed = report[report["status"] == "pruned"], report[report["status"] == "completed"]
+    pruned, completed = (
+        report[report["status"] == "pruned"],
+        report[report["status"] == "completed"],
+    )
     assert len(pruned) >= 1 and len(completed) >= 1, report[["trial", "status", "epochs"]]
     assert (pruned["epochs"] < 4).all() and (completed["epochs"] == 4).all()
     rates = report["param:trainer.learning_rate"].astype(float)
@@ -66,4 +77,140 @@ def test_unknown_search_is_one_line(tmp_path):
     )
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert errors == ["error: hydra.sweeper.search=bayes is unknown; use one of: random, grid, optuna"]
+    assert errors == [
+        "error: hydra.sweeper.search=bayes is unknown; use one of: random, grid, optuna"
+    ]
+
+
+def test_trials_train_with_two_horovod_workers_and_are_pruned_through_them(tmp_path):
+    """Each trial trains with 2 Horovod workers on Ray (its placement group: 2 worker
+    bundles, the trial driver none), so on 2 CPUs one trial runs at a time; rank 0's
+    epochs reach the scheduler, and its stop ends both workers after that epoch."""
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli(
+        "--multirun",
+        "hydra/sweeper=tune",
+        "hydra.sweeper.search=grid",  # trial 0 the good rate, trial 1 the hopeless one
+        "hydra.sweeper.num_samples=1",
+        "hydra.sweeper.num_cpus=2",
+        "trainer=horovod",
+        "trainer.num_workers=2",
+        "trainer.epochs=2",
+        "trainer.progress_bar=false",
+        "dataset.synthetic_rows=3000",
+        "trainer.learning_rate=0.03,0.000001",
+        "sweep.objective=val/roc_auc",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep_dir}",
+        timeout=900,
+        env={"RAY_ADDRESS": ""},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = pd.read_csv(sweep_dir / "sweep_report.csv").set_index("trial")
+    assert report.loc[0, "status"] == "completed" and report.loc[0, "epochs"] == 2
+    assert report.loc[1, "status"] == "pruned" and report.loc[1, "epochs"] == 1
+    for trial in (0, 1):
+        trial_dir = sweep_dir / str(trial)
+        training = json.loads((trial_dir / "metrics.json").read_text())["training"]
+        assert training["world_size"] == 2
+        assert training["epochs_run"] == report.loc[trial, "epochs"]
+        assert (trial_dir / "model").exists() and (trial_dir / "predictions").is_dir()
+        assert (trial_dir / "run.log").exists()  # the job keeps its name inside a trial
+
+
+def _files(directory: Path) -> dict[str, int]:
+    return {
+        str(p.relative_to(directory)): p.stat().st_mtime_ns
+        for p in directory.rglob("*")
+        if p.is_file()
+    }
+
+
+def _kill_session(process: subprocess.Popen) -> None:
+    """SIGKILL the sweep's driver; its local Ray goes with it (fate sharing), and whatever
+    of its process group is left after 30 s is killed too."""
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    command = [
+        sys.executable,
+        str(ROOT / "run.py"),
+        "--multirun",
+        "hydra/sweeper=tune",
+        "hydra.sweeper.search=grid",
+        "hydra.sweeper.num_samples=1",
+        "hydra.sweeper.scheduler=none",
+        "hydra.sweeper.max_concurrent=1",
+        "hydra.sweeper.num_cpus=2",
+        "trainer.epochs=40",
+        "trainer.early_stopping.patience=100",
+        "trainer.progress_bar=false",
+        "dataset.synthetic_rows=20000",
+        "trainer.learning_rate=0.03,0.01,0.02",
+        "sweep.objective=val/roc_auc",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep_dir}",
+    ]
+    env = {**os.environ, "RAY_ADDRESS": ""}
+    log = (tmp_path / "first.log").open("w")
+    first = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+    )
+    # Kill it once trial 0 has finished and trial 1 has a checkpoint but has not finished.
+    interrupted = sweep_dir / "1"
+    deadline = time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline and first.poll() is None:
+            if (sweep_dir / "0" / "trial.json").exists() and (
+                interrupted / "checkpoints" / checkpoints.LAST
+            ).exists():
+                break
+            time.sleep(0.2)
+        assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+        assert not (interrupted / "trial.json").exists()
+    finally:
+        _kill_session(first)
+    finished = _files(sweep_dir / "0")
+    assert not (sweep_dir / "2").exists()
+
+    result = subprocess.run(
+        [*command, "hydra.sweeper.resume=true"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert _files(sweep_dir / "0") == finished  # not rerun: not one file touched
+    report = pd.read_csv(sweep_dir / "sweep_report.csv").set_index("trial")
+    assert sorted(report.index) == [0, 1, 2]
+    assert (report["status"] == "completed").all() and (report["epochs"] == 40).all()
+    training = json.loads((interrupted / "metrics.json").read_text())["training"]
+    assert training["resumed_at_epoch"] >= 1  # went on from its checkpoint
+    assert "resumed from" in (interrupted / "run.log").read_text()
+
+
+def test_resume_without_an_experiment_is_one_line(tmp_path):
+    result = run_cli(
+        "--multirun",
+        "hydra/sweeper=tune",
+        "hydra.sweeper.resume=true",
+        "trainer.learning_rate=0.01,0.03",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        env={"RAY_ADDRESS": ""},
+    )
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "holds no Tune experiment" in errors[0], result.stderr[-2000:]

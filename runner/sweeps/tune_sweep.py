@@ -29,7 +29,6 @@ SCHEDULERS = ("asha", "none")
 EXPERIMENT = ".tune"  # Tune's state, inside the sweep dir
 FINISHED = ("completed", "pruned")  # trials a resumed sweep does not run again
 STATE_SAVE_S = "2"  # how often Tune saves the experiment's state (its default: 10 s or more)
-STOP_GRACE_S = 300  # how long a stopped trial may take to finish its epoch and write its outputs
 
 
 @dataclass
@@ -179,11 +178,52 @@ class TuneSweeperBase(Sweeper):
         trainer: TrainerConfig = OmegaConf.to_object(self.config.trainer)
         return trial_resources(trainer)
 
-    def _sweep(self, arguments: list[str]):
-        from hydra.core.singleton import Singleton
+    def _check_experiment(self, sweep_dir: Path) -> None:
+        """Before Ray starts: a resume needs Tune's state, a new sweep an unused dir."""
+        from ray import tune
+
+        experiment = sweep_dir / EXPERIMENT
+        if self.resume and not tune.Tuner.can_restore(str(experiment)):
+            raise UserError(
+                f"hydra.sweeper.resume=true: {sweep_dir} holds no Tune experiment to resume; "
+                "pass the killed sweep's directory as hydra.sweep.dir=..."
+            )
+        if not self.resume and experiment.exists():
+            raise UserError(
+                f"{sweep_dir} holds the Tune experiment of an earlier sweep; continue it with "
+                "hydra.sweeper.resume=true, or give a new hydra.sweep.dir"
+            )
+
+    def _tune_config(self, verdicts: str, maximize: bool):
         from ray import tune
         from ray.tune.schedulers import ASHAScheduler
         from ray.tune.search import BasicVariantGenerator
+
+        scheduler = None
+        if self.scheduler == "asha":
+            scheduler = _verdict_scheduler(ASHAScheduler)(
+                verdicts,
+                time_attr="epoch",  # the run's own epoch: right after a resume from a checkpoint
+                max_t=int(self.config.trainer.epochs),
+                grace_period=self.grace_period,
+                reduction_factor=self.reduction_factor,
+            )
+        return tune.TuneConfig(
+            metric="objective",
+            mode="max" if maximize else "min",
+            scheduler=scheduler,
+            # (Tune ignores max_concurrent_trials beside a search generator: it goes here)
+            search_alg=BasicVariantGenerator(
+                random_state=self.seed, max_concurrent=self.max_concurrent or 0
+            ),
+            num_samples=self.num_samples,
+            trial_dirname_creator=_trial_dirname,
+        )
+
+    def _sweep(self, arguments: list[str]):
+        import ray
+        from hydra.core.singleton import Singleton
+        from ray import tune
 
         from runner.runtime import RayRuntime
         from runner.sweeps.objective import maximizing
@@ -193,12 +233,16 @@ class TuneSweeperBase(Sweeper):
         space = search_space(arguments, self.params, self.search)
         space.fixed.extend(resources.overrides)
         sweep_dir = Path(os.path.abspath(str(self.config.hydra.sweep.dir)))
+        self._check_experiment(sweep_dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         objective = str(self.config.sweep.objective)
         maximize = maximizing(objective, str(self.config.sweep.direction))
         runtime = RayRuntime(None, self.num_cpus, None, None, 5.0, False, "127.0.0.1", 8265, False)
         runtime.check()
         runtime.start()
+        verdicts = _verdicts_name(sweep_dir)
+        board = ray.remote(_VerdictsActor).options(name=verdicts, get_if_exists=True, num_cpus=0)
+        board = board.remote()  # lives as long as this driver: trials and scheduler find it by name
         trial = _trial_function(
             self.hydra_context,
             self.task_function,
@@ -208,47 +252,24 @@ class TuneSweeperBase(Sweeper):
             sweep_dir,
             scheduled_metric(objective),
             os.getcwd(),
+            verdicts,
         )
         trainable = tune.with_resources(
-            _graceful(trial), tune.PlacementGroupFactory(resources.bundles, resources.strategy)
+            trial, tune.PlacementGroupFactory(resources.bundles, resources.strategy)
         )
-        scheduler = None
-        if self.scheduler == "asha":
-            scheduler = ASHAScheduler(
-                time_attr="epoch",  # the run's own epoch: right after a resume from a checkpoint
-                max_t=int(self.config.trainer.epochs),
-                grace_period=self.grace_period,
-                reduction_factor=self.reduction_factor,
-            )
-        tune_config = tune.TuneConfig(
-            metric="objective",
-            mode="max" if maximize else "min",
-            scheduler=scheduler,
-            search_alg=BasicVariantGenerator(random_state=self.seed),
-            num_samples=self.num_samples,
-            max_concurrent_trials=self.max_concurrent,
-            trial_dirname_creator=_trial_dirname,
-        )
-        run_config = tune.RunConfig(name=EXPERIMENT, storage_path=str(sweep_dir), verbose=1)
-        experiment = sweep_dir / EXPERIMENT
+        experiment = str(sweep_dir / EXPERIMENT)
         started = time.perf_counter()
         os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", STATE_SAVE_S)
         if self.resume:
-            if not tune.Tuner.can_restore(str(experiment)):
-                raise UserError(
-                    f"hydra.sweeper.resume=true: {sweep_dir} holds no Tune experiment to resume; "
-                    "pass the killed sweep's directory as hydra.sweep.dir=..."
-                )
             log.info("resuming the Tune experiment in %s", experiment)
-            tuner = tune.Tuner.restore(str(experiment), trainable, resume_errored=False)
-        elif experiment.exists():
-            raise UserError(
-                f"{sweep_dir} holds the Tune experiment of an earlier sweep; continue it with "
-                "hydra.sweeper.resume=true, or give a new hydra.sweep.dir"
-            )
+            tuner = tune.Tuner.restore(experiment, trainable, resume_errored=False)
         else:
+            run_config = tune.RunConfig(name=EXPERIMENT, storage_path=str(sweep_dir), verbose=1)
             tuner = tune.Tuner(
-                trainable, param_space=space.space, tune_config=tune_config, run_config=run_config
+                trainable,
+                param_space=space.space,
+                tune_config=self._tune_config(verdicts, maximize),
+                run_config=run_config,
             )
         results = tuner.fit()
         log.info("Tune sweep: %d trials in %.1fs", len(results), time.perf_counter() - started)
@@ -265,9 +286,18 @@ def _trial_number(trial_id: str) -> int:
 
 
 def _trial_function(
-    hydra_context, task_function, config, singleton_state, space: SearchSpace, sweep_dir, metric, cwd
+    hydra_context,
+    task_function,
+    config,
+    singleton_state,
+    space: SearchSpace,
+    sweep_dir,
+    metric,
+    cwd,
+    verdicts: str,
 ):
     def trial(params: dict) -> None:
+        import ray
         from hydra.core.hydra_config import HydraConfig
         from hydra.core.singleton import Singleton
         from hydra.core.utils import run_job, setup_globals
@@ -276,7 +306,9 @@ def _trial_function(
         from runner.sweeps.objective import objective_value
         from runner.training.reporting import set_epoch_reporter
 
-        os.chdir(cwd)  # Tune runs trials in a working dir of its own: relative paths stay the user's
+        os.chdir(
+            cwd
+        )  # Tune runs trials in a working dir of its own: relative paths stay the user's
         number = _trial_number(tune.get_context().get_trial_id())
         trial_dir = sweep_dir / str(number)
         finished = _finished_record(trial_dir)
@@ -284,6 +316,8 @@ def _trial_function(
             _replay(finished)
             return
         overrides = space.overrides(params) + _resume_override(trial_dir)
+        setup_globals()
+        Singleton.set_state(singleton_state)  # before the config: it names the job (the log file)
         job = hydra_context.config_loader.load_sweep_config(config, overrides)
         with open_dict(job):
             job.hydra.sweep.dir = str(sweep_dir)
@@ -291,16 +325,18 @@ def _trial_function(
             job.hydra.job.num = number
 
         curve: list[list] = []  # [epoch, objective] as reported: kept in trial.json for a resume
+        trial_id, board = tune.get_context().get_trial_id(), ray.get_actor(verdicts)
 
         def report(record: dict) -> bool:
             values = {"train": record["train"], "validation": record["validation"]}
             value = objective_value(values, metric)
             curve.append([record["epoch"], value])
-            return _tell_tune(record["epoch"], value)
+            # Tune reports synchronously: the scheduler's verdict is in before report returns.
+            return _tell_tune(record["epoch"], value) and not ray.get(
+                board.stopped.remote(trial_id)
+            )
 
         _data_tasks_in_the_trial_group()
-        setup_globals()
-        Singleton.set_state(singleton_state)
         HydraConfig.instance().set_config(job)
         set_epoch_reporter(report)
         try:
@@ -368,6 +404,47 @@ def _keep_curve(trial_dir: Path, curve: list) -> None:
         write_trial(trial_dir, {**json.loads(path.read_text()), "curve": curve})
 
 
+def _verdicts_name(sweep_dir: Path) -> str:
+    import hashlib
+
+    return "tune-verdicts-" + hashlib.sha1(str(sweep_dir).encode()).hexdigest()[:12]
+
+
+class _VerdictsActor:
+    """The trials the scheduler stopped, for the trials to read (a Ray actor, by name)."""
+
+    def __init__(self):
+        self._stopped: set[str] = set()
+
+    def stop(self, trial_id: str) -> None:
+        self._stopped.add(trial_id)
+
+    def stopped(self, trial_id: str) -> bool:
+        return trial_id in self._stopped
+
+
+def _verdict_scheduler(base):
+    """A scheduler whose STOP becomes a verdict the trial reads after its report: the trial
+    ends its epoch, writes its outputs and returns by itself. Tune's own stop would not wait
+    for that (at the end of an experiment it kills trials still stopping after 5 s)."""
+    from ray.tune.schedulers import TrialScheduler
+
+    class VerdictScheduler(base):
+        def __init__(self, verdicts: str, **kwargs):
+            super().__init__(**kwargs)
+            self._verdicts = verdicts  # a name: the scheduler is pickled into Tune's state
+
+        def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+            import ray
+
+            if super().on_trial_result(tune_controller, trial, result) == TrialScheduler.STOP:
+                ray.get(ray.get_actor(self._verdicts).stop.remote(trial.trial_id))
+            return TrialScheduler.CONTINUE
+
+    VerdictScheduler.__name__ = f"Verdict{base.__name__}"
+    return VerdictScheduler
+
+
 def _data_tasks_in_the_trial_group() -> None:
     """Ray Data schedules its tasks and actors SPREAD across the cluster, outside the trial's
     placement group, where every CPU may be held by trials: they would wait for good. Inside
@@ -389,34 +466,6 @@ def _data_tasks_in_the_trial_group() -> None:
         )
 
 
-def _graceful(trial):
-    """The function trainable, with a stop that waits for the trial to end its epoch and
-    write its outputs (Tune's own stop does not wait, and removes the trial's resources)."""
-    from ray.train._internal.session import get_session, shutdown_session
-    from ray.tune.trainable.function_trainable import wrap_function
-
-    class GracefulTrial(wrap_function(trial)):
-        def cleanup(self):
-            session = get_session()
-            try:
-                session.finish(timeout=0)
-                # The trial may block in Tune's report again (its next epoch, or the final
-                # result after it returns): each time, stop it and let it go on, until it ends.
-                deadline = time.monotonic() + STOP_GRACE_S
-                thread = session.training_thread
-                while thread.is_alive() and time.monotonic() < deadline:
-                    thread.join(timeout=0.5)
-                    if thread.is_alive():
-                        session.stop_event.set()
-                        session.continue_lock.release()
-            finally:
-                session._report_thread_runner_error()
-                shutdown_session()
-
-    GracefulTrial.__name__ = "trial"
-    return GracefulTrial
-
-
 def _report(config, sweep_dir: Path, results, space: SearchSpace, objective: str, maximize: bool):
     from runner.sweeps.report import record_jobs, write_report
 
@@ -425,7 +474,9 @@ def _report(config, sweep_dir: Path, results, space: SearchSpace, objective: str
         trial_id = Path(result.path).name  # _trial_dirname
         frame = result.metrics_dataframe
         if frame is not None and {"objective", "epoch"} <= set(frame.columns):
-            curves[_trial_number(trial_id)] = frame[["epoch", "objective"]].drop_duplicates("epoch", keep="last")
+            curves[_trial_number(trial_id)] = frame[["epoch", "objective"]].drop_duplicates(
+                "epoch", keep="last"
+            )
         params = {k: result.config[k] for k in space.keys if k in result.config}
         error = str(result.error).splitlines()[0] if result.error else ""
         jobs.append(

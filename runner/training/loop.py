@@ -20,9 +20,9 @@ from runner.scoring.decoding import Decoders, compute_metrics, metric_names
 from runner.scoring.inference import score, stack_outputs
 from runner.training import checkpoints, workers
 from runner.training.early_stopping import EarlyStopping
-from runner.training.reporting import report_epoch
 from runner.training.job import TrainingJob, TrainingResult
 from runner.training.optimization import make_optimizer, scaled_learning_rate
+from runner.training.reporting import report_epoch
 from runner.training.step import Step
 
 log = logging.getLogger(__name__)
