@@ -214,3 +214,30 @@ def test_resume_without_an_experiment_is_one_line(tmp_path):
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "holds no Tune experiment" in errors[0], result.stderr[-2000:]
+
+
+def test_failed_trial_is_reported_and_the_sweep_goes_on(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli(
+        "--multirun",
+        "hydra/sweeper=tune",
+        "hydra.sweeper.search=grid",
+        "hydra.sweeper.num_samples=1",
+        "hydra.sweeper.scheduler=none",
+        "hydra.sweeper.num_cpus=2",
+        "trainer.epochs=1",
+        "trainer.progress_bar=false",
+        "dataset.synthetic_rows=2000",
+        "trainer.optimizer=adamw,rmsprop",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep_dir}",
+        timeout=600,
+        env={"RAY_ADDRESS": ""},
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "error: 1 of 2 trials failed (trial 1)" in result.stderr
+    report = pd.read_csv(sweep_dir / "sweep_report.csv").fillna("").set_index("trial")
+    assert report.loc[0, "status"] == "completed" and report.loc[0, "epochs"] == 1
+    assert report.loc[1, "status"] == "failed"
+    assert "trainer.optimizer=rmsprop is unknown" in report.loc[1, "error"]
+    assert "| failed |" in (sweep_dir / "sweep_report.md").read_text()

@@ -143,13 +143,23 @@ class TuneSweeperBase(Sweeper):
         self.hydra_context, self.task_function, self.config = hydra_context, task_function, config
 
     def sweep(self, arguments: list[str]):
-        try:
-            return self._sweep(arguments)
-        except UserError as error:  # run.py's one line, for a sweep that cannot start
-            import sys
+        import sys
 
+        try:
+            table = self._sweep(arguments)
+        except UserError as error:  # run.py's one line, for a sweep that cannot start
             print(f"error: {error}", file=sys.stderr)
             sys.exit(2)
+        failed = table[table["status"] == "failed"]
+        if len(failed):  # as Hydra's launchers do: the sweep ran, but not every trial did
+            print(
+                f"error: {len(failed)} of {len(table)} trials failed (trial "
+                f"{', '.join(map(str, failed['trial']))}); their errors are in "
+                f"{self.config.hydra.sweep.dir}/sweep_report.md",
+                file=sys.stderr,
+            )
+            sys.exit(1)
+        return table
 
     def _check(self) -> None:
         if self.search not in SEARCHES:
