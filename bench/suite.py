@@ -584,6 +584,18 @@ def render_markdown(figures: dict) -> str:
             "",
             "s",
         )
+    for name, tune in s.get("tune", {}).items():
+        row(
+            f"tune sweep of {tune['trials']} trials: ASHA vs no scheduler (wall)",
+            name,
+            tune["asha"]["seconds"],
+            tune["none"]["seconds"],
+            tune["wall_ratio"],
+            f"best {tune['asha']['best_objective']:.4f} vs {tune['none']['best_objective']:.4f}; "
+            f"{tune['asha']['pruned']} pruned, epochs {tune['asha']['epochs_trained']} vs "
+            f"{tune['none']['epochs_trained']}",
+            "s",
+        )
     for name, serving in s.get("serving", {}).items():
         row(
             f"serve: single-row latency p50 ({name})",
@@ -674,7 +686,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated sections to skip: processors,ray,scaling,ooc,sweeps,serving,"
+        help="comma-separated sections to skip: processors,ray,scaling,ooc,sweeps,tune,serving,"
         "prediction",
     )
     parser.add_argument(
@@ -703,6 +715,8 @@ def main(argv: list[str] | None = None) -> None:
                 suite.scaling(data, rows)
             if "preprocessing" in only:  # pandas: cold build and cache hit, measured together
                 suite.preprocessing(data, rows, "pandas")
+        if "tune" in only:
+            tune_section(suite, work, args.smoke)
         if "serving" in only:
             serve_section(suite, work, args.smoke)
         if "prediction" in only:
@@ -738,6 +752,8 @@ def main(argv: list[str] | None = None) -> None:
         from bench.sweeps import sweep_figures
 
         suite.record("sweeps", "3 trials", sweep_figures(work, smoke=args.smoke))
+    if "tune" not in skip:
+        tune_section(suite, work, args.smoke)
     if "serving" not in skip:
         serve_section(suite, work, args.smoke)
     if "prediction" not in skip:
@@ -756,6 +772,14 @@ def prediction_section(suite, work: Path, smoke: bool) -> None:
     suite.figures["sections"].pop("prediction", None)
     for name, figures in prediction_figures(work, data, measure).items():
         suite.record("prediction", name, figures)
+
+
+def tune_section(suite, work: Path, smoke: bool) -> None:
+    from bench.tune_sweeps import tune_figures
+
+    suite.figures["sections"].pop("tune", None)
+    figures = tune_figures(work, smoke=smoke)
+    suite.record("tune", f"{figures['trials']} trials", figures)
 
 
 def serve_section(suite, work: Path, smoke: bool) -> None:
