@@ -67,6 +67,33 @@ def test_asha_prunes_some_trials_and_completes_others(tmp_path):
     assert len(list(cache.glob("*/meta.json"))) == 1  # preprocessed once for the sweep
 
 
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            ["trainer=ddp", "trainer.num_workers=2"],
+            "for trainer=ddp or elastic trials use hydra/launcher=ray",
+        ),
+        (
+            ["trainer=horovod", "trainer.num_workers=2", "loader.window_size_bytes=1000000"],
+            "a streaming loader (loader.window_size_bytes",
+        ),
+        (["trainer.learning_rate=0.01"], "found nothing to sweep"),
+        (
+            ["trainer.learning_rate=interval(0.01,0.1)", "hydra.sweeper.search=grid"],
+            "an interval has no grid",
+        ),
+    ],
+)
+def test_sweeps_that_cannot_run_well_are_one_line(tmp_path, overrides, message):
+    result = run_cli(
+        "--multirun", "hydra/sweeper=tune", *overrides, f"hydra.sweep.dir={tmp_path / 's'}"
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+
+
 def test_unknown_search_is_one_line(tmp_path):
     result = run_cli(
         "--multirun",

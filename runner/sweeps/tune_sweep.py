@@ -186,7 +186,18 @@ class TuneSweeperBase(Sweeper):
         from runner.config import TrainerConfig
 
         trainer: TrainerConfig = OmegaConf.to_object(self.config.trainer)
-        return trial_resources(trainer)
+        resources = trial_resources(trainer)
+        loader = self.config.loader
+        streams = loader.get("window_size_bytes") is not None or not loader.get(
+            "fully_executed", True
+        )
+        if streams and len(resources.bundles) > 1:
+            raise UserError(
+                "hydra/sweeper=tune: a streaming loader (loader.window_size_bytes, "
+                "loader.fully_executed=false) would wait for CPUs the trial's own workers hold; "
+                "drop those keys (the trial materializes its splits) or use hydra/launcher=ray"
+            )
+        return resources
 
     def _check_experiment(self, sweep_dir: Path) -> None:
         """Before Ray starts: a resume needs Tune's state, a new sweep an unused dir."""
