@@ -12,29 +12,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _sweep(launcher: list[str], sweep_dir: Path, cache: Path, rows: int, epochs: int) -> float:
-    shutil.rmtree(sweep_dir, ignore_errors=True)
+def timed_run(*args: str) -> float:
+    """Seconds of `python run.py <args>` on a local Ray of its own, as a user runs it."""
     started = time.perf_counter()
     subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "run.py"),
-            "--multirun",
-            *launcher,
-            "trainer.progress_bar=false",
-            f"trainer.epochs={epochs}",
-            "trainer.early_stopping.patience=0",
-            f"dataset.synthetic_rows={rows}",
-            "trainer.learning_rate=0.001,0.003,0.01",
-            f"cache_dir={cache}",
-            f"hydra.sweep.dir={sweep_dir}",
-        ],
+        [sys.executable, str(ROOT / "run.py"), *args],
         cwd=ROOT,
         check=True,
         capture_output=True,
         env={**os.environ, "RAY_ADDRESS": ""},
     )
     return time.perf_counter() - started
+
+
+def _sweep(launcher: list[str], sweep_dir: Path, cache: Path, rows: int, epochs: int) -> float:
+    shutil.rmtree(sweep_dir, ignore_errors=True)
+    return timed_run(
+        "--multirun",
+        *launcher,
+        "trainer.progress_bar=false",
+        f"trainer.epochs={epochs}",
+        "trainer.early_stopping.patience=0",
+        f"dataset.synthetic_rows={rows}",
+        "trainer.learning_rate=0.001,0.003,0.01",
+        f"cache_dir={cache}",
+        f"hydra.sweep.dir={sweep_dir}",
+    )
 
 
 def sweep_figures(work: Path, smoke: bool = False) -> dict:

@@ -3,16 +3,12 @@ side in one run (same seed, so the same trials): wall time and best objective of
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.sweeps import timed_run
 
 
 def _common(rows: int, epochs: int, cache: Path) -> list[str]:
@@ -27,29 +23,19 @@ def _common(rows: int, epochs: int, cache: Path) -> list[str]:
 
 def _sweep(scheduler: str, sweep_dir: Path, trials: int, common: list[str]) -> dict:
     shutil.rmtree(sweep_dir, ignore_errors=True)
-    started = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "run.py"),
-            "--multirun",
-            "hydra/sweeper=tune",
-            f"hydra.sweeper.scheduler={scheduler}",
-            f"hydra.sweeper.num_samples={trials}",
-            "hydra.sweeper.seed=7",
-            "hydra.sweeper.num_cpus=2",
-            "trainer.learning_rate=tag(log, interval(0.00001, 0.1))",
-            "model.hidden_size=16,64",
-            "sweep.objective=val/roc_auc",
-            *common,
-            f"hydra.sweep.dir={sweep_dir}",
-        ],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        env={**os.environ, "RAY_ADDRESS": ""},
+    seconds = timed_run(
+        "--multirun",
+        "hydra/sweeper=tune",
+        f"hydra.sweeper.scheduler={scheduler}",
+        f"hydra.sweeper.num_samples={trials}",
+        "hydra.sweeper.seed=7",
+        "hydra.sweeper.num_cpus=2",
+        "trainer.learning_rate=tag(log, interval(0.00001, 0.1))",
+        "model.hidden_size=16,64",
+        "sweep.objective=val/roc_auc",
+        *common,
+        f"hydra.sweep.dir={sweep_dir}",
     )
-    seconds = time.perf_counter() - started
     report = pd.read_csv(sweep_dir / "sweep_report.csv")
     return {
         "seconds": seconds,
@@ -63,14 +49,7 @@ def tune_figures(work: Path, smoke: bool = False) -> dict:
     trials, rows, epochs = (2, 2000, 2) if smoke else (8, 200_000, 8)
     cache = work / "caches" / "tune"
     common = _common(rows, epochs, cache)
-    # Preprocessed once beforehand: both sweeps compare trial execution alone.
-    subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), "command=preprocess", *common],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        env={**os.environ, "RAY_ADDRESS": ""},
-    )
+    timed_run("command=preprocess", *common)  # beforehand: the sweeps compare trials alone
     none = _sweep("none", work / "tune" / "none", trials, common)
     asha = _sweep("asha", work / "tune" / "asha", trials, common)
     return {

@@ -44,6 +44,7 @@ def test_every_figure_is_produced(tmp_path):
         "scaling",
         "out of core",
         "sweeps",
+        "tune",
         "serving",
     }
     assert expected <= set(figures), sorted(figures)
@@ -68,6 +69,8 @@ def test_every_figure_is_produced(tmp_path):
         assert figures["scaling"][size][key] > 0
     assert figures["out of core"]["4k"]["peak_memory_mb"] > 0
     assert figures["sweeps"]["3 trials"]["ray_seconds"] > 0
+    tune = figures["tune"]["2 trials"]
+    assert tune["asha"]["seconds"] > 0 and tune["none"]["epochs_trained"] == 4
     for replicas in ("1 replica(s)", "2 replica(s)"):
         assert figures["serving"][replicas]["single_row_p99_ms"] > 0
         assert figures["serving"][replicas]["batch_rows_per_second"] > 0
@@ -83,6 +86,7 @@ def test_every_figure_is_produced(tmp_path):
         "hardware: 2 bare loops at once",
         "out-of-core peak memory",
         "sweep of 3 trials",
+        "tune sweep of 2 trials: ASHA vs no scheduler",
         "`python run.py --help`",
         "serve: single-row latency p99",
         "serve: batch rows/s, 2 replicas vs 1",
