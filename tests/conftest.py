@@ -55,7 +55,7 @@ def cache_dir(tmp_path) -> Path:
 
 
 def mixed_table(rows: int, seed: int = 0) -> pd.DataFrame:
-    """Every input type (number, category, binary, text) and every output type
+    """Every input type (number, category, binary, text, date, set, vector) and every output type
     (binary, category, number), with targets the inputs explain."""
     rng = np.random.default_rng(seed)
     size = rng.normal(size=rows)
@@ -80,14 +80,30 @@ def mixed_table(rows: int, seed: int = 0) -> pd.DataFrame:
             "value": 3.0 * size + 2.0 * sentiment + 10.0,
         }
     )
+    # A date (two formats, some missing) and a set of tags (some empty or missing): noise
+    # for the targets, there to go through every path that the other types go through.
+    start = np.datetime64("2023-01-01T00:00")
+    stamps = start + rng.integers(0, 700 * 24 * 60, size=rows).astype("timedelta64[m]")
+    text = np.datetime_as_string(stamps, unit="m")
+    frame["when"] = np.where(
+        np.arange(rows) % 2 == 0, [t[:10] for t in text], [t.replace("T", " ") for t in text]
+    )
+    members = np.array(["red", "blue", "large", "small", "sale"])
+    chosen = rng.random((rows, len(members))) < 0.3
+    frame["tags"] = ["|".join(members[c]) for c in chosen]
+    frame["price"] = np.round(100 * np.exp(size), 2)  # right-skewed
+    frame["emb"] = [f"{a:.4f},{b:.4f}" for a, b in rng.normal(size=(rows, 2))]
     frame.loc[frame.index % 17 == 3, "weight"] = np.nan
     frame.loc[frame.index % 23 == 5, "shape"] = None
+    frame.loc[frame.index % 19 == 7, "when"] = None
+    frame.loc[frame.index % 13 == 2, "tags"] = None
     return frame
 
 
 MIXED_MODEL = [
     "model.input_features=[{name:size,type:number},{name:weight,type:number},{name:shape,type:category},"
-    "{name:shiny,type:binary},{name:review,type:text}]",
+    "{name:shiny,type:binary},{name:review,type:text},{name:when,type:date},{name:tags,type:set},"
+    "{name:price,type:number,preprocessing:{normalization:quantile}},{name:emb,type:vector}]",
     "model.output_features=[{name:good,type:binary},{name:grade,type:category},{name:value,type:number}]",
 ]
 

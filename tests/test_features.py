@@ -11,6 +11,7 @@ from runner.processing.features import (
     as_strings,
     build_feature,
     combine_partials,
+    date_columns,
     fit_partial,
     transform_frame,
 )
@@ -139,8 +140,138 @@ def test_text_hashing_is_stable_and_bounded():
     assert again.tolist()[0][0] == lists[0][0]
 
 
+def test_number_log1p_is_fitted_in_log_space_and_inverts():
+    f = build_feature(
+        {"name": "price", "type": "number", "preprocessing": {"normalization": "log1p"}}, "output"
+    )
+    values = [1000.0, 10000.0, 100000.0, 10.0, 0.0, -5.0]
+    stats = fit(f, values)
+    assert stats == pytest.approx(fit(f, values, parts=3))  # partition-independent
+    out, _ = f.transform(pd.Series(values), stats, np.arange(6))
+    assert np.mean(out) == pytest.approx(0.0, abs=1e-6) and np.std(out) == pytest.approx(
+        1.0, rel=1e-5
+    )
+    # Spaced evenly in log space: 1e3 -> 1e4 -> 1e5 are equal steps.
+    assert out[1] - out[0] == pytest.approx(out[2] - out[1], rel=1e-3)
+    # A target trained in log space comes back in raw units (sign kept).
+    np.testing.assert_allclose(
+        f.denormalize(out.astype(np.float64), stats), values, rtol=1e-5, atol=1e-4
+    )
+
+
+def test_number_quantile_does_not_depend_on_partitioning_and_inverts():
+    f = build_feature(
+        {
+            "name": "income",
+            "type": "number",
+            "preprocessing": {"normalization": "quantile", "num_quantiles": 101},
+        },
+        "output",
+    )
+    rng = np.random.default_rng(0)
+    values = rng.lognormal(mean=10, sigma=1.5, size=30000)  # heavy right tail
+    one, many = fit(f, values), fit(f, values, parts=7)
+    assert one["quantiles"] == many["quantiles"]  # bottom-k by row number: exact, any cut
+    out, _ = f.transform(pd.Series(values), one, np.arange(len(values)))
+    # Ranks are near uniform: unit variance, centred, bounded.
+    assert abs(float(np.mean(out))) < 0.05 and float(np.std(out)) == pytest.approx(1.0, abs=0.05)
+    assert out.min() >= -np.sqrt(3) - 1e-6 and out.max() <= np.sqrt(3) + 1e-6
+    median = f.denormalize(np.array([0.0]), one)[0]
+    assert median == pytest.approx(np.median(values), rel=0.05)
+    with pytest.raises(UserError, match="num_quantiles < 2"):
+        build_feature(
+            {"name": "x", "type": "number", "preprocessing": {"num_quantiles": 1}}, "input"
+        )
+
+
+def test_vector_length_scaling_missing_and_errors():
+    f = build_feature({"name": "emb", "type": "vector"}, "input")
+    train = ["1,2,3", "[3, 4, 5]", None, "2 3 4"]
+    stats, split = fit(f, train), fit(f, train, parts=3)
+    assert split["length"] == 3 and split["std"] == pytest.approx(stats["std"])
+    assert stats["length"] == 3 and stats["mean"] == pytest.approx([2.0, 3.0, 4.0])
+    columns, keep = f.transform(pd.Series(["2,3,4", None, [3.0, 4.0, 5.0]]), stats, np.arange(3))
+    assert list(columns) == ["emb.0", "emb.1", "emb.2"] and keep.all()
+    assert [round(float(columns["emb.0"][i]), 4) for i in range(3)] == [0.0, 0.0, 1.2247]
+    with pytest.raises(
+        UserError, match=r"'emb' has 2 values where the others have 3 at data row 2"
+    ):
+        f.transform(pd.Series(["1,2,3", "1,2"]), stats, np.arange(2))
+    with pytest.raises(UserError, match=r"non-numeric member in '1,x,3' at data row 1"):
+        f.partial_stats(pd.Series(["1,x,3"]), np.arange(1))
+    with pytest.raises(UserError, match=r"row 1 field 'emb' has 2 values where the others have 3"):
+        f.check_values(pd.Series(["1,2,3", "1,2"]), stats)
+
+
+def test_set_vocabulary_unseen_missing_and_partition_independence():
+    f = build_feature(
+        {"name": "tags", "type": "set", "preprocessing": {"min_count": 2, "lowercase": True}},
+        "input",
+    )
+    train = ["red|large|sale", "Red | small", None, "large|red|red", "sale|", "blue"]
+    stats = fit(f, train)
+    assert stats == fit(f, train, parts=3)
+    assert stats["vocab"] == ["red", "large", "sale"]  # by count, then name; blue (1) < min_count
+    out, keep = f.transform(
+        pd.Series(["sale|red", "", None, "green|large", ["red", "sale"]]), stats, np.arange(5)
+    )
+    assert keep.all()
+    assert out.tolist() == [[2, 4], [], [], [1, 3], [2, 4]]  # sorted members; green unseen -> 1
+    with pytest.raises(UserError, match=r"set feature 'tags' has no members.*delimiter"):
+        fit(f, [None, ""])
+
+
+def test_date_parts_cycles_missing_and_formats():
+    f = build_feature({"name": "when", "type": "date"}, "input")
+    train = [
+        "2024-03-05",
+        "2024-03-05 14:30",
+        None,
+        "2023-12-31T23:59:00Z",
+        "1709596800",
+        "03/05/2024",
+    ]
+    stats = fit(f, train)
+    assert stats == pytest.approx(fit(f, train, parts=3))
+    columns, keep = f.transform(pd.Series(train), stats, np.arange(6))
+    assert list(columns) == date_columns("when") and keep.all()
+    frame = pd.DataFrame(columns)
+    assert frame["when.missing"].tolist() == [0, 0, 1, 0, 0, 0]
+    # 2024-03-05 14:30: hour 14 of 24 on the circle; the date-only one sits at midnight.
+    assert frame.loc[1, "when.hour_sin"] == pytest.approx(np.sin(2 * np.pi * 14 / 24), abs=1e-6)
+    assert frame.loc[0, "when.hour_cos"] == pytest.approx(1.0)
+    # Epoch seconds and a US-style string are the same day as the ISO one.
+    for row in (4, 5):
+        assert frame.loc[row, "when.dayofyear_sin"] == pytest.approx(
+            frame.loc[0, "when.dayofyear_sin"]
+        )
+    # December 31st and January 1st are neighbours on the year's circle.
+    jan = f.transform(pd.Series(["2024-01-01"]), stats, np.arange(1))[0]
+    dec = columns["when.dayofyear_cos"][3]
+    assert abs(jan["when.dayofyear_cos"][0] - dec) < 0.01
+    assert all(v.dtype == np.float32 for v in columns.values())
+
+
+def test_date_errors_name_column_and_row():
+    f = build_feature({"name": "when", "type": "date"}, "input")
+    with pytest.raises(
+        UserError, match=r"date feature 'when' has value 'soon' that is no date at data row 3"
+    ):
+        f.partial_stats(pd.Series(["2024-01-01", None, "soon"]), np.arange(3))
+    pinned = build_feature(
+        {"name": "when", "type": "date", "preprocessing": {"datetime_format": "%d.%m.%Y"}}, "input"
+    )
+    stats = fit(pinned, ["05.03.2024", "06.03.2024"])
+    with pytest.raises(UserError, match=r"data row 1; .*match datetime_format '%d.%m.%Y'"):
+        pinned.transform(pd.Series(["2024-03-05"]), stats, np.arange(1))
+    with pytest.raises(UserError, match="has no dates in the training split"):
+        fit(f, [None, ""])
+
+
 def test_unknown_type_and_option_errors():
-    with pytest.raises(UserError, match="known input types: binary, category, number, text"):
+    with pytest.raises(
+        UserError, match="known input types: binary, category, date, number, set, text, vector"
+    ):
         build_feature({"name": "x", "type": "image"}, "input")
     with pytest.raises(UserError, match="known output types: binary, category, number"):
         build_feature({"name": "x", "type": "text"}, "output")

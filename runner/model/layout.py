@@ -1,7 +1,7 @@
 """What the network looks like from the data's side, derived from cache metadata.
 
-Number and binary inputs share one float matrix, categories one integer matrix,
-each text feature its own token matrix; that grouping keeps batches to a few
+Number and binary inputs (and a date's parts) share one float matrix, categories one
+integer matrix, each text or set feature its own token matrix; that grouping keeps batches to a few
 tensors however many columns the table has.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from runner.config import ModelConfig
+from runner.processing.features import SetFeature, date_columns, vector_columns
 
 # The input groups of a batch (what the loader builds and the network reads).
 NUMERIC = "numeric"
@@ -43,10 +44,16 @@ class Layout:
             embedding = model.embedding_of(name)
             if info["type"] in ("number", "binary"):
                 numeric.append(name)
+            elif info["type"] == "date":
+                numeric.extend(date_columns(name))
+            elif info["type"] == "vector":
+                numeric.extend(vector_columns(name, info["stats"]["length"]))
             elif info["type"] == "category":
                 categories.append((name, len(info["stats"]["vocab"]) + 1, embedding))
             elif info["type"] == "text":
                 texts.append((name, info["stats"]["num_buckets"], embedding))
+            elif info["type"] == "set":  # ids 0 (padding) and 1 (unseen) before the vocabulary
+                texts.append((name, len(info["stats"]["vocab"]) + SetFeature.FIRST_ID, embedding))
         for name in meta["output_features"]:
             info = meta["features"][name]
             stats = info["stats"]

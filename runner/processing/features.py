@@ -96,6 +96,10 @@ class Feature:
             "preprocessing": self.options,
         }
 
+    def check_values(self, series: pd.Series, stats: dict) -> None:
+        """For a request's rows (serving): raise a UserError naming the first bad value's row
+        and field, so one bad request fails alone, not the batch it would have joined."""
+
     def partial_stats(self, series: pd.Series, row_ids: np.ndarray) -> dict:
         raise NotImplementedError
 
@@ -111,16 +115,24 @@ class Feature:
 
 class NumberFeature(Feature):
     type_name = "number"
-    defaults = {"missing_value_strategy": "fill_mean", "fill_value": 0.0, "normalization": "zscore"}
+    defaults = {
+        "missing_value_strategy": "fill_mean",
+        "fill_value": 0.0,
+        "normalization": "zscore",
+        "num_quantiles": 1000,
+    }
     missing_strategies = ("fill_mean", "fill_zero", "fill_value", "drop_row")
+    normalizations = ("zscore", "minmax", "log1p", "quantile", "none", None)
 
     def __init__(self, cfg: dict, role: str):
         super().__init__(cfg, role)
-        if self.options["normalization"] not in ("zscore", "minmax", "none", None):
+        if self.options["normalization"] not in self.normalizations:
             raise UserError(
                 f"feature '{self.name}' has normalization '{self.options['normalization']}'; "
-                "use zscore, minmax or none"
+                "use zscore, minmax, log1p, quantile or none"
             )
+        if int(self.options["num_quantiles"]) < 2:
+            raise UserError(f"feature '{self.name}' has num_quantiles < 2; use at least 2")
 
     def _numeric(self, series: pd.Series, row_ids: np.ndarray) -> np.ndarray:
         if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
@@ -141,12 +153,20 @@ class NumberFeature(Feature):
     def partial_stats(self, series, row_ids):
         v = self._numeric(series, row_ids)
         present = v[~np.isnan(v)]
+        logged = _signed_log1p(present)
         return {
             "count": int(present.size),
             "sum": float(present.sum()),
             "sum_sq": float(np.square(present).sum()),
             "min": float(present.min()) if present.size else None,
             "max": float(present.max()) if present.size else None,
+            "log_sum": float(logged.sum()),
+            "log_sum_sq": float(np.square(logged).sum()),
+            **(
+                {"sample": _bottom_k(present, row_ids[~np.isnan(v)])}
+                if self.options["normalization"] == "quantile"
+                else {}
+            ),
         }
 
     def combine(self, partials):
@@ -155,13 +175,20 @@ class NumberFeature(Feature):
             raise UserError(
                 f"number feature '{self.name}' has no values in the training split; check the column"
             )
-        mean = sum(p["sum"] for p in partials) / count
-        var = max(sum(p["sum_sq"] for p in partials) / count - mean * mean, 0.0)
+        mean, std = _moments(partials, "sum", "sum_sq", count)
+        log_mean, log_std = _moments(partials, "log_sum", "log_sum_sq", count)
         return {
             "mean": mean,
-            "std": float(np.sqrt(var)),
+            "std": std,
             "min": min(p["min"] for p in partials if p["min"] is not None),
             "max": max(p["max"] for p in partials if p["max"] is not None),
+            "log_mean": log_mean,
+            "log_std": log_std,
+            **(
+                {"quantiles": _quantiles(partials, int(self.options["num_quantiles"]))}
+                if self.options["normalization"] == "quantile"
+                else {}
+            ),
         }
 
     def fill_value(self, stats: dict) -> float:
@@ -176,6 +203,12 @@ class NumberFeature(Feature):
             return (v - stats["mean"]) / (stats["std"] or 1.0)
         if mode == "minmax":
             return (v - stats["min"]) / ((stats["max"] - stats["min"]) or 1.0)
+        if mode == "log1p":  # right-skewed values (prices, counts): z-scored in log space
+            return (_signed_log1p(v) - stats["log_mean"]) / (stats["log_std"] or 1.0)
+        if mode == "quantile":  # the training distribution's rank, as a uniform of unit variance
+            q = np.asarray(stats["quantiles"])
+            ranks = np.interp(v, q, np.linspace(0.0, 1.0, len(q)))
+            return (ranks - 0.5) * np.sqrt(12.0)
         return v
 
     def denormalize(self, v: np.ndarray, stats: dict) -> np.ndarray:
@@ -184,6 +217,12 @@ class NumberFeature(Feature):
             return v * (stats["std"] or 1.0) + stats["mean"]
         if mode == "minmax":
             return v * ((stats["max"] - stats["min"]) or 1.0) + stats["min"]
+        if mode == "log1p":  # a target trained in log space is predicted in raw units
+            logged = v * (stats["log_std"] or 1.0) + stats["log_mean"]
+            return np.sign(logged) * np.expm1(np.minimum(np.abs(logged), 700.0))
+        if mode == "quantile":
+            q = np.asarray(stats["quantiles"])
+            return np.interp(v / np.sqrt(12.0) + 0.5, np.linspace(0.0, 1.0, len(q)), q)
         return v
 
     def transform(self, series, stats, row_ids):
@@ -192,6 +231,46 @@ class NumberFeature(Feature):
         keep = ~missing if self.drops_missing else np.ones(len(v), dtype=bool)
         v = np.where(missing, self.fill_value(stats), v)
         return self.normalize(v, stats).astype(np.float32), keep
+
+
+def _signed_log1p(v: np.ndarray) -> np.ndarray:
+    """log1p of the magnitude with the sign kept: defined for every real value."""
+    return np.sign(v) * np.log1p(np.abs(v))
+
+
+SAMPLE_SIZE = 20000  # values kept for quantiles
+
+
+def _bottom_k(values: np.ndarray, row_ids: np.ndarray) -> list[list[float]]:
+    """The values of the SAMPLE_SIZE rows whose row-number hash is smallest, with those
+    hashes: merged bottom-k samples are the bottom-k sample of the union, so the quantiles
+    do not depend on how the rows were partitioned (engines cut them differently)."""
+    hashes = _row_hash(row_ids)
+    order = np.argsort(hashes, kind="stable")[:SAMPLE_SIZE]
+    return [hashes[order].tolist(), values[order].tolist()]
+
+
+def _row_hash(row_ids: np.ndarray) -> np.ndarray:
+    """A fixed pseudo-random number in [0, 1) per row number (splitmix64's finalizer)."""
+    with np.errstate(over="ignore"):
+        z = row_ids.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+def _quantiles(partials: list[dict], count: int) -> list[float]:
+    hashes = np.concatenate([np.asarray(p["sample"][0], dtype=np.float64) for p in partials])
+    values = np.concatenate([np.asarray(p["sample"][1], dtype=np.float64) for p in partials])
+    sample = values[np.argsort(hashes, kind="stable")[:SAMPLE_SIZE]]
+    return np.quantile(sample, np.linspace(0.0, 1.0, count)).tolist()
+
+
+def _moments(partials: list[dict], total: str, squares: str, count: int) -> tuple[float, float]:
+    mean = sum(p[total] for p in partials) / count
+    var = max(sum(p[squares] for p in partials) / count - mean * mean, 0.0)
+    return mean, float(np.sqrt(var))
 
 
 class CategoryFeature(Feature):
@@ -366,8 +445,311 @@ class TextFeature(Feature):
         )
 
 
+def _token_lists(ids: list[np.ndarray], index) -> pd.Series:
+    """Per-row int32 id arrays -> a list<int32> column (the text path's format)."""
+    lengths = np.fromiter((len(i) for i in ids), dtype=np.int32, count=len(ids))
+    values = np.concatenate(ids).astype(np.int32) if len(ids) else np.zeros(0, dtype=np.int32)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    array = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, type=pa.int32()))
+    return pd.Series(array, dtype=pd.ArrowDtype(array.type), index=index)
+
+
+class SetFeature(Feature):
+    """Multi-valued cells (`red|large|sale`, or list cells from Parquet): a vocabulary fitted
+    on the training split, each row's members as ids for a mean-pooled embedding bag.
+    Id 0 is padding and 1 stands for members never seen in training."""
+
+    type_name = "set"
+    output_allowed = False
+    defaults = {"delimiter": "|", "max_vocab_size": 10000, "min_count": 1, "lowercase": False}
+    FIRST_ID = 2
+
+    def _members(self, series: pd.Series) -> list[list[str]]:
+        delimiter, lowercase = str(self.options["delimiter"]), self.options["lowercase"]
+        rows = []
+        for value in series.tolist():
+            if isinstance(value, list | tuple | np.ndarray):
+                items = [str(v) for v in value if v is not None]
+            elif value is None or (not isinstance(value, str) and pd.isna(value)):
+                items = []
+            else:
+                items = str(value).split(delimiter)
+            items = [i.strip().lower() if lowercase else i.strip() for i in items]
+            rows.append(sorted({i for i in items if i}))  # a set: order and repeats do not count
+        return rows
+
+    def partial_stats(self, series, row_ids):
+        counts: Counter = Counter(m for members in self._members(series) for m in members)
+        return {"counts": dict(counts)}
+
+    def combine(self, partials):
+        counts: Counter = Counter()
+        for p in partials:
+            counts.update(p["counts"])
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        kept = [k for k, c in ranked if c >= self.options["min_count"]][
+            : self.options["max_vocab_size"]
+        ]
+        if not kept:
+            raise UserError(
+                f"set feature '{self.name}' has no members in the training split; check the column "
+                f"and its delimiter ({self.options['delimiter']!r})"
+            )
+        return {"vocab": kept}
+
+    def transform(self, series, stats, row_ids):
+        index = {m: i + self.FIRST_ID for i, m in enumerate(stats["vocab"])}
+        ids = [
+            np.fromiter((index.get(m, 1) for m in members), dtype=np.int32, count=len(members))
+            for members in self._members(series)
+        ]
+        return _token_lists(ids, series.index), np.ones(len(ids), dtype=bool)
+
+
+# A date becomes these numbers: its place in time (z-scored seconds), its year (z-scored),
+# and each calendar cycle as a point on a circle, so December sits next to January.
+DATE_CYCLES = {
+    "month": 12,
+    "day": 31,
+    "weekday": 7,
+    "dayofyear": 366,
+    "hour": 24,
+    "minute": 60,
+}
+
+
+def date_columns(name: str) -> list[str]:
+    """The processed columns of a date feature, in order (the model reads them as numbers)."""
+    cycles = [f"{name}.{part}_{f}" for part in DATE_CYCLES for f in ("sin", "cos")]
+    return [f"{name}.time", f"{name}.year", *cycles, f"{name}.missing"]
+
+
+class DateFeature(Feature):
+    """Dates and times: ISO strings (`2024-03-05`, `2024-03-05 14:30`, with a zone or not),
+    other common formats element by element, epoch seconds, or datetime columns;
+    `datetime_format` (strptime codes) pins one format. Missing dates get the training mean
+    and a missing flag."""
+
+    type_name = "date"
+    output_allowed = False
+    defaults = {"datetime_format": None, "missing_value_strategy": "fill_mean"}
+    missing_strategies = ("fill_mean", "drop_row")
+
+    def _parse(self, series: pd.Series) -> tuple[np.ndarray, int | None, str]:
+        """Seconds since 1970 (UTC), NaN where missing; and the position and text of the
+        first value that is no date (None when all are)."""
+        if pd.api.types.is_datetime64_any_dtype(series):
+            parsed = pd.to_datetime(series, utc=True)
+        elif pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
+            return series.to_numpy(dtype=np.float64, na_value=np.nan), None, ""
+        else:
+            text = as_strings(series)
+            fmt = self.options["datetime_format"]
+            parsed = pd.to_datetime(text, format=fmt or "ISO8601", utc=True, errors="coerce")
+            failed = parsed.isna() & text.notna() & (text.str.strip() != "")
+            if failed.any() and not fmt:
+                # Each value alone (no format inferred from a partition's first value, which
+                # could differ between engines): epoch seconds, then dateutil's parser.
+                retry = text[failed]
+                numbers = pd.to_numeric(retry, errors="coerce")
+                as_epoch = pd.to_datetime(numbers, unit="s", utc=True, errors="coerce")
+                other = pd.to_datetime(
+                    retry[numbers.isna()], format="mixed", utc=True, errors="coerce"
+                ).reindex(retry.index)
+                parsed = parsed.copy()
+                parsed[failed] = as_epoch.where(numbers.notna(), other)
+                failed = parsed.isna() & text.notna() & (text.str.strip() != "")
+            if failed.any():
+                first = failed[failed].index[0]
+                return np.zeros(0), int(series.index.get_loc(first)), str(text[first])
+        nanos = parsed.to_numpy(dtype="datetime64[ns]").astype(np.int64).astype(np.float64)
+        return np.where(parsed.isna().to_numpy(), np.nan, nanos / 1e9), None, ""
+
+    def _fix(self) -> str:
+        fmt = self.options["datetime_format"]
+        return f"match datetime_format {fmt!r}" if fmt else "set preprocessing.datetime_format"
+
+    def _seconds(self, series: pd.Series, row_ids: np.ndarray) -> np.ndarray:
+        seconds, bad, text = self._parse(series)
+        if bad is not None:
+            raise UserError(
+                f"date feature '{self.name}' has value {text!r} that is no date at data row "
+                f"{int(row_ids[bad]) + 1}; fix the value or {self._fix()}"
+            )
+        return seconds
+
+    def check_values(self, series: pd.Series, stats: dict) -> None:
+        """For a request's rows: the first value that is no date, by row and field."""
+        _, bad, text = self._parse(series)
+        if bad is not None:
+            raise UserError(
+                f"row {bad} field {self.name!r} has value {text!r} that is no date; send a date "
+                "(e.g. 2024-03-05 or 2024-03-05 14:30) or null"
+            )
+
+    def partial_stats(self, series, row_ids):
+        seconds = self._seconds(series, row_ids)
+        present = seconds[~np.isnan(seconds)]
+        years = pd.to_datetime(present, unit="s").year.to_numpy(dtype=np.float64)
+        return {
+            "count": int(present.size),
+            "sum": float(present.sum()),
+            "sum_sq": float(np.square(present).sum()),
+            "year_sum": float(years.sum()),
+            "year_sum_sq": float(np.square(years).sum()),
+        }
+
+    def combine(self, partials):
+        count = sum(p["count"] for p in partials)
+        if count == 0:
+            raise UserError(
+                f"date feature '{self.name}' has no dates in the training split; check the column"
+            )
+        mean, std = _moments(partials, "sum", "sum_sq", count)
+        year_mean, year_std = _moments(partials, "year_sum", "year_sum_sq", count)
+        return {"mean": mean, "std": std, "year_mean": year_mean, "year_std": year_std}
+
+    def transform(self, series, stats, row_ids):
+        seconds = self._seconds(series, row_ids)
+        missing = np.isnan(seconds)
+        seconds = np.where(missing, stats["mean"], seconds)
+        when = pd.DatetimeIndex(pd.to_datetime(seconds, unit="s"))
+        parts = {
+            "month": when.month - 1,
+            "day": when.day - 1,
+            "weekday": when.weekday,
+            "dayofyear": when.dayofyear - 1,
+            "hour": when.hour,
+            "minute": when.minute,
+        }
+        columns = date_columns(self.name)
+        values = [
+            (seconds - stats["mean"]) / (stats["std"] or 1.0),
+            (when.year.to_numpy(dtype=np.float64) - stats["year_mean"])
+            / (stats["year_std"] or 1.0),
+        ]
+        for part, period in DATE_CYCLES.items():
+            angle = 2 * np.pi * np.asarray(parts[part], dtype=np.float64) / period
+            values += [np.sin(angle), np.cos(angle)]
+        values.append(missing.astype(np.float64))
+        keep = ~missing if self.drops_missing else np.ones(len(seconds), dtype=bool)
+        return {c: v.astype(np.float32) for c, v in zip(columns, values, strict=True)}, keep
+
+
+class VectorFeature(Feature):
+    """Fixed-length numeric lists (`0.1,0.5,2` or `[0.1, 0.5, 2]` cells, or list cells from
+    Parquet): the length is fitted on the training split, each position z-scored; a missing
+    cell is the training mean."""
+
+    type_name = "vector"
+    output_allowed = False
+    defaults = {"delimiter": None}
+
+    def _parse(self, series: pd.Series, length: int | None):
+        """([rows, length] float64 with NaN rows where missing, the length found, and the
+        first problem as (position, what is wrong) or None)."""
+        delimiter = self.options["delimiter"]
+        rows: list = []
+        for position, value in enumerate(series.tolist()):
+            if isinstance(value, list | tuple | np.ndarray):
+                items = list(value)
+            elif value is None or (not isinstance(value, str) and pd.isna(value)):
+                rows.append(None)
+                continue
+            else:
+                text = str(value).strip().strip("[]()")
+                items = text.split(delimiter) if delimiter else text.replace(",", " ").split()
+            try:
+                vector = [float(i) for i in items]
+            except (TypeError, ValueError):
+                return None, length, (position, f"a non-numeric member in {value!r}")
+            if length is None:
+                length = len(vector)
+            if len(vector) != length or not vector:
+                return (
+                    None,
+                    length,
+                    (position, f"{len(vector)} values where the others have {length}"),
+                )
+            rows.append(vector)
+        out = np.full((len(rows), length or 0), np.nan)
+        for i, vector in enumerate(rows):
+            if vector is not None:
+                out[i] = vector
+        return out, length, None
+
+    def _vectors(self, series: pd.Series, row_ids: np.ndarray, length: int | None = None):
+        matrix, length, problem = self._parse(series, length)
+        if problem is not None:
+            position, what = problem
+            raise UserError(
+                f"vector feature '{self.name}' has {what} at data row {int(row_ids[position]) + 1}; "
+                "every vector needs the same length of numbers (preprocessing.delimiter splits them)"
+            )
+        return matrix, length
+
+    def check_values(self, series: pd.Series, stats: dict) -> None:
+        problem = self._parse(series, stats["length"])[2]
+        if problem is not None:
+            raise UserError(
+                f"row {problem[0]} field {self.name!r} has {problem[1]}; send a list of numbers or null"
+            )
+
+    def partial_stats(self, series, row_ids):
+        matrix, length = self._vectors(series, row_ids)
+        present = matrix[~np.isnan(matrix).any(axis=1)] if length else np.zeros((0, 0))
+        return {
+            "length": length,
+            "count": int(len(present)),
+            "sum": present.sum(axis=0).tolist(),
+            "sum_sq": np.square(present).sum(axis=0).tolist(),
+        }
+
+    def combine(self, partials):
+        lengths = {p["length"] for p in partials if p["length"] is not None}
+        count = sum(p["count"] for p in partials)
+        if not count:
+            raise UserError(
+                f"vector feature '{self.name}' has no values in the training split; check the column"
+            )
+        if len(lengths) > 1:
+            raise UserError(
+                f"vector feature '{self.name}' has vectors of lengths {sorted(lengths)}; every "
+                "vector needs the same length"
+            )
+        given = [p for p in partials if p["count"]]
+        total = np.sum([p["sum"] for p in given], axis=0)
+        squares = np.sum([p["sum_sq"] for p in given], axis=0)
+        mean = total / count
+        std = np.sqrt(np.maximum(squares / count - mean * mean, 0.0))
+        return {"length": lengths.pop(), "mean": mean.tolist(), "std": std.tolist()}
+
+    def transform(self, series, stats, row_ids):
+        matrix, _ = self._vectors(series, row_ids, stats["length"])
+        mean, std = np.asarray(stats["mean"]), np.asarray(stats["std"])
+        matrix = np.where(np.isnan(matrix), mean, matrix)
+        matrix = (matrix - mean) / np.where(std > 0, std, 1.0)
+        columns = vector_columns(self.name, stats["length"])
+        return {c: matrix[:, i].astype(np.float32) for i, c in enumerate(columns)}, np.ones(
+            len(matrix), dtype=bool
+        )
+
+
+def vector_columns(name: str, length: int) -> list[str]:
+    return [f"{name}.{i}" for i in range(length)]
+
+
 FEATURE_TYPES: dict[str, type[Feature]] = {
-    cls.type_name: cls for cls in (NumberFeature, CategoryFeature, BinaryFeature, TextFeature)
+    cls.type_name: cls
+    for cls in (
+        NumberFeature,
+        CategoryFeature,
+        BinaryFeature,
+        TextFeature,
+        SetFeature,
+        DateFeature,
+        VectorFeature,
+    )
 }
 
 
@@ -444,7 +826,11 @@ def transform_frame(
     keep = np.ones(len(frame), dtype=bool)
     for feature in features:
         values, feature_keep = feature.transform(frame[feature.name], stats[feature.name], row_ids)
-        columns[feature.name] = values.array if isinstance(values, pd.Series) else values
+        # A feature is one column, or several named ones (a date's parts).
+        for name, column in (
+            values if isinstance(values, dict) else {feature.name: values}
+        ).items():
+            columns[name] = column.array if isinstance(column, pd.Series) else column
         keep &= feature_keep
     columns[ROW_ID] = row_ids
     return pd.DataFrame(columns), keep

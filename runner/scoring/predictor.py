@@ -133,7 +133,10 @@ class Predictor:
                     raise UserError(
                         f"row {i} field {name!r} has non-numeric value {value!r}; send a number or null"
                     )
-        return pd.DataFrame.from_records(list(records), columns=self.input_names)
+        frame = pd.DataFrame.from_records(list(records), columns=self.input_names)
+        for feature in self.features.inputs:  # a bad value is this request's error, not the batch's
+            feature.check_values(frame[feature.name], self.stats[feature.name])
+        return frame
 
 
 def _numeric_text(value) -> bool:
