@@ -191,6 +191,16 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server, model):
             422,
             "row 1 field 'size' has non-numeric value 'huge'",
         ),
+        "not a date": (
+            json.dumps([dict(good[0]), {**good[1], "when": "soon"}]).encode(),
+            422,
+            "row 1 field 'when' has value 'soon' that is no date",
+        ),
+        "vector of the wrong length": (
+            json.dumps([dict(good[0]), {**good[1], "emb": [1.0, 2.0, 3.0]}]).encode(),
+            422,
+            "row 1 field 'emb' has 3 values where the others have 2",
+        ),
         "oversized body": (
             json.dumps(rows_of(model) * 3).encode(),
             413,
