@@ -50,6 +50,50 @@ def test_every_feature_type_end_to_end(tmp_path, cache_dir, mixed_csv):
     assert err < 1.5
 
 
+def test_date_set_and_vector_inputs_carry_signal_and_a_log1p_target_comes_back_raw(
+    tmp_path, cache_dir
+):
+    """The targets depend only on the new types' contents: a set member and a weekday decide
+    the class, a vector's first value and the hour drive a right-skewed amount."""
+    rng = np.random.default_rng(4)
+    rows = 4000
+    days = np.datetime64("2024-01-01T00:00") + rng.integers(0, 365 * 24, rows).astype(
+        "timedelta64[h]"
+    )
+    weekend = pd.DatetimeIndex(days).weekday >= 5
+    sale = rng.random(rows) < 0.4
+    tags = [
+        "|".join(t)
+        for t in zip(np.where(sale, "sale", "full"), rng.choice(["a", "b"], rows), strict=True)
+    ]
+    emb = rng.normal(size=(rows, 3))
+    hour = pd.DatetimeIndex(days).hour
+    frame = pd.DataFrame(
+        {
+            "when": [str(d).replace("T", " ") for d in days],
+            "tags": tags,
+            "emb": [",".join(f"{v:.4f}" for v in e) for e in emb],
+            "buys": sale ^ weekend,
+            "amount": np.round(np.exp(3 + emb[:, 0] + 0.05 * hour), 2),
+        }
+    )
+    frame.to_csv(tmp_path / "shop.csv", index=False)
+    metrics = run_experiment(
+        tmp_path / "run",
+        cache_dir,
+        f"dataset.path={tmp_path / 'shop.csv'}",
+        "model.input_features=[{name:when,type:date},{name:tags,type:set},{name:emb,type:vector}]",
+        "model.output_features=[{name:buys,type:binary},"
+        "{name:amount,type:number,preprocessing:{normalization:log1p}}]",
+        "trainer.epochs=30",
+    )
+    assert metrics["test"]["buys/accuracy"] > 0.9  # needs both the set member and the weekday
+    assert metrics["test"]["amount/r2"] > 0.8  # in raw units
+    predictions = pd.read_parquet(tmp_path / "run" / "predictions.parquet")
+    raw = frame.loc[predictions["row"], "amount"].to_numpy()
+    assert np.median(predictions["amount_prediction"] / raw) == pytest.approx(1.0, abs=0.15)
+
+
 def test_real_multiclass_and_regression_datasets(tmp_path, cache_dir):
     wine = load_wine(as_frame=True).frame
     wine["target"] = wine["target"].map({0: "barolo", 1: "grignolino", 2: "barbera"})
