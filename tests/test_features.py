@@ -16,7 +16,7 @@ from runner.processing.features import (
     transform_frame,
 )
 from runner.processing.split import assign_splits
-from runner.scoring.metrics import macro_f1, output_metrics, roc_auc
+from runner.scoring.metrics import finish, macro_f1, merge, output_metrics, partial, roc_auc
 
 
 def fit(feature, values, parts=1):
@@ -221,6 +221,30 @@ def test_set_vocabulary_unseen_missing_and_partition_independence():
         fit(f, [None, ""])
 
 
+def test_set_output_keeps_empty_sets_drops_unseen_members_and_metrics_match_sklearn():
+    f = build_feature({"name": "tags", "type": "set"}, "output")
+    stats = fit(f, ["a|b", "b", "c|a", ""])
+    out, keep = f.transform(pd.Series(["a|z", None, "", "c"]), stats, np.arange(4))
+    assert keep.all() and out.tolist()[1:3] == [[], []]  # missing or empty: no members
+    assert out.tolist()[0] == [stats["vocab"].index("a") + 2]  # z (unseen) dropped
+    rng = np.random.default_rng(1)
+    y = rng.random((200, 5)) < 0.3
+    y[:3] = False  # rows with no members
+    logits = rng.normal(size=(200, 5)) + np.where(y, 1.0, -1.0)
+    got = output_metrics("set", logits.astype(np.float32), y.astype(np.float32))
+    predicted = logits > 0
+    assert got["jaccard"] == pytest.approx(
+        skm.jaccard_score(y, predicted, average="samples", zero_division=1.0)
+    )
+    assert got["micro_f1"] == pytest.approx(skm.f1_score(y, predicted, average="micro"))
+    assert got["macro_f1"] == pytest.approx(skm.f1_score(y, predicted, average="macro"))
+    halves = [
+        partial("set", logits[:70], y[:70].astype(np.float32)),
+        partial("set", logits[70:], y[70:].astype(np.float32)),
+    ]
+    assert finish("set", merge("set", halves)) == pytest.approx(got)  # shards merge exactly
+
+
 def test_date_parts_cycles_missing_and_formats():
     f = build_feature({"name": "when", "type": "date"}, "input")
     train = [
@@ -273,7 +297,7 @@ def test_unknown_type_and_option_errors():
         UserError, match="known input types: binary, category, date, number, set, text, vector"
     ):
         build_feature({"name": "x", "type": "image"}, "input")
-    with pytest.raises(UserError, match="known output types: binary, category, number"):
+    with pytest.raises(UserError, match="known output types: binary, category, number, set"):
         build_feature({"name": "x", "type": "text"}, "output")
     with pytest.raises(UserError, match="unknown preprocessing option 'normalisation'"):
         build_feature(

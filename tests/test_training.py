@@ -74,6 +74,12 @@ def test_date_set_and_vector_inputs_carry_signal_and_a_log1p_target_comes_back_r
             "tags": tags,
             "emb": [",".join(f"{v:.4f}" for v in e) for e in emb],
             "buys": sale ^ weekend,
+            "picks": [
+                "|".join(p)
+                for p in zip(
+                    np.where(sale, "deal", ""), np.where(weekend, "weekend", ""), strict=True
+                )
+            ],
             "amount": np.round(np.exp(3 + emb[:, 0] + 0.05 * hour), 2),
         }
     )
@@ -83,15 +89,29 @@ def test_date_set_and_vector_inputs_carry_signal_and_a_log1p_target_comes_back_r
         cache_dir,
         f"dataset.path={tmp_path / 'shop.csv'}",
         "model.input_features=[{name:when,type:date},{name:tags,type:set},{name:emb,type:vector}]",
-        "model.output_features=[{name:buys,type:binary},"
+        "model.output_features=[{name:buys,type:binary},{name:picks,type:set},"
         "{name:amount,type:number,preprocessing:{normalization:log1p}}]",
         "trainer.epochs=30",
     )
     assert metrics["test"]["buys/accuracy"] > 0.9  # needs both the set member and the weekday
     assert metrics["test"]["amount/r2"] > 0.8  # in raw units
+    assert metrics["test"]["picks/jaccard"] > 0.9 and metrics["test"]["picks/micro_f1"] > 0.9
     predictions = pd.read_parquet(tmp_path / "run" / "predictions.parquet")
     raw = frame.loc[predictions["row"], "amount"].to_numpy()
     assert np.median(predictions["amount_prediction"] / raw) == pytest.approx(1.0, abs=0.15)
+    assert {"picks_prediction", "picks_probability_deal", "picks_probability_weekend"} <= set(
+        predictions.columns
+    )
+
+    def members(cell: str) -> set:
+        return set(cell.split("|")) - {""}
+
+    truth = frame.loc[predictions["row"], "picks"]
+    right = [
+        members(p) == members(t)
+        for p, t in zip(predictions["picks_prediction"], truth, strict=True)
+    ]
+    assert np.mean(right) > 0.9
 
 
 def test_real_multiclass_and_regression_datasets(tmp_path, cache_dir):

@@ -10,7 +10,7 @@ import pyarrow as pa
 import torch
 
 from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
-from runner.processing.features import ROW_ID
+from runner.processing.features import ROW_ID, SetFeature
 
 
 def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
@@ -30,6 +30,17 @@ def _padded_tokens(array: pa.ChunkedArray) -> np.ndarray:
     rows = np.repeat(np.arange(len(lists)), lengths)
     positions = np.arange(len(values)) - np.repeat(offsets[:-1], lengths)
     out[rows, positions] = values
+    return out
+
+
+def _multi_hot(array: pa.ChunkedArray, size: int) -> np.ndarray:
+    """A set output's member ids (list<int32>, FIRST_ID and up) -> [rows, size] 0/1 float32."""
+    lists = array.combine_chunks()
+    offsets = lists.offsets.to_numpy()
+    lengths = np.diff(offsets - offsets[0])
+    out = np.zeros((len(lists), size), dtype=np.float32)
+    rows = np.repeat(np.arange(len(lists)), lengths)
+    out[rows, lists.flatten().to_numpy() - SetFeature.FIRST_ID] = 1.0
     return out
 
 
@@ -60,6 +71,11 @@ class TensorTable:
         targets = {}
         if with_targets:
             for spec in layout.outputs:
+                if spec.type == "set":
+                    targets[spec.name] = torch.from_numpy(
+                        _multi_hot(table.column(spec.name), spec.size)
+                    )
+                    continue
                 dtype = np.int64 if spec.type == "category" else np.float32
                 targets[spec.name] = torch.from_numpy(_column(table, spec.name, dtype))
         row_ids = (

@@ -63,6 +63,8 @@ class Layout:
                 outputs.append(
                     OutputSpec(name, "category", len(stats["vocab"]), list(stats["vocab"]))
                 )
+            elif info["type"] == "set":  # multi-label: one logit per member
+                outputs.append(OutputSpec(name, "set", len(stats["vocab"]), list(stats["vocab"])))
             else:
                 outputs.append(OutputSpec(name, "number", 1))
         return cls(numeric, categories, texts, outputs)

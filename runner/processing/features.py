@@ -456,11 +456,11 @@ def _token_lists(ids: list[np.ndarray], index) -> pd.Series:
 
 class SetFeature(Feature):
     """Multi-valued cells (`red|large|sale`, or list cells from Parquet): a vocabulary fitted
-    on the training split, each row's members as ids for a mean-pooled embedding bag.
-    Id 0 is padding and 1 stands for members never seen in training."""
+    on the training split, each row's members as ids (an input: a mean-pooled embedding bag;
+    an output: multi-label, one sigmoid per member). Id 0 is padding and 1 stands for
+    members never seen in training (dropped from an output's targets)."""
 
     type_name = "set"
-    output_allowed = False
     defaults = {"delimiter": "|", "max_vocab_size": 10000, "min_count": 1, "lowercase": False}
     FIRST_ID = 2
 
@@ -503,6 +503,10 @@ class SetFeature(Feature):
             np.fromiter((index.get(m, 1) for m in members), dtype=np.int32, count=len(members))
             for members in self._members(series)
         ]
+        if self.role == "output":  # members never seen in training cannot be predicted
+            ids = [i[i >= self.FIRST_ID] for i in ids]
+        # A missing cell is the empty set (a CSV cannot tell them apart): for an output, "none
+        # of the labels" is a target like any other.
         return _token_lists(ids, series.index), np.ones(len(ids), dtype=bool)
 
 

@@ -82,6 +82,11 @@ def _softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
+def _joined(members: np.ndarray, labels: np.ndarray, delimiter: str) -> np.ndarray:
+    """[rows, labels] booleans -> 'a|b' per row (in vocabulary order; '' for none)."""
+    return np.array([delimiter.join(labels[row]) for row in members], dtype=object)
+
+
 def prediction_frame(
     layout: Layout,
     decoders: Decoders,
@@ -101,6 +106,14 @@ def prediction_frame(
             columns[f"{spec.name}_probability"] = probability
             if targets is not None:
                 columns[spec.name] = labels[targets[spec.name].astype(int)]
+        elif spec.type == "set":
+            probabilities = _sigmoid(z.astype(np.float64))
+            delimiter = str(decoders.features[spec.name].options["delimiter"])
+            columns[f"{spec.name}_prediction"] = _joined(probabilities > 0.5, labels, delimiter)
+            for i, label in enumerate(spec.labels):
+                columns[f"{spec.name}_probability_{label}"] = probabilities[:, i]
+            if targets is not None:
+                columns[spec.name] = _joined(targets[spec.name] > 0.5, labels, delimiter)
         elif spec.type == "category":
             probabilities = _softmax(z.astype(np.float64))
             columns[f"{spec.name}_prediction"] = labels[probabilities.argmax(axis=1)]

@@ -8,6 +8,7 @@ import numpy as np
 METRICS = {
     "binary": ("roc_auc", "accuracy", "loss"),
     "category": ("accuracy", "macro_f1", "loss"),
+    "set": ("jaccard", "micro_f1", "macro_f1", "loss"),
     "number": ("r2", "mse", "mae", "loss"),
 }
 LOWER_IS_BETTER = ("loss", "mse", "mae")
@@ -87,6 +88,20 @@ def partial(kind: str, logits: np.ndarray, target: np.ndarray, denormalize=None)
             "positive_scores": scores[positive],
             "negative_scores": scores[~positive],
         }
+    if kind == "set":  # per member: true/false positives and false negatives; per row: Jaccard
+        z = logits.astype(np.float64)
+        y = target > 0.5
+        predicted = z > 0
+        union = (y | predicted).sum(axis=1)
+        jaccard = np.where(union > 0, (y & predicted).sum(axis=1) / np.maximum(union, 1), 1.0)
+        return {
+            "n": n,
+            "loss_sum": float(-(y * _log_sigmoid(z) + (~y) * _log_sigmoid(-z)).mean(axis=1).sum()),
+            "jaccard_sum": float(jaccard.sum()),
+            "tp": (y & predicted).sum(axis=0),
+            "fp": (~y & predicted).sum(axis=0),
+            "fn": (y & ~predicted).sum(axis=0),
+        }
     if kind == "category":
         z = logits.astype(np.float64)
         z = z - z.max(axis=1, keepdims=True)
@@ -127,6 +142,9 @@ def merge(kind: str, parts: list[dict]) -> dict:
             merged[key] = np.concatenate([p[key] for p in parts])
     elif kind == "category":
         merged["confusion"] = sum(p["confusion"] for p in parts)
+    elif kind == "set":
+        for key in ("jaccard_sum", "tp", "fp", "fn"):
+            merged[key] = sum(p[key] for p in parts)
     else:
         for key in ("squared_error", "absolute_error"):
             merged[key] = sum(p[key] for p in parts)
@@ -151,6 +169,17 @@ def finish(kind: str, stats: dict) -> dict[str, float]:
         return {
             "roc_auc": roc_auc(labels, scores),
             "accuracy": stats["correct"] / n,
+            "loss": loss,
+        }
+    if kind == "set":
+        tp, fp, fn = (np.asarray(stats[k], dtype=np.float64) for k in ("tp", "fp", "fn"))
+        micro = 2 * tp.sum() / max(2 * tp.sum() + fp.sum() + fn.sum(), 1.0)
+        seen = (tp + fp + fn) > 0  # members neither present nor predicted do not count
+        per_member = 2 * tp[seen] / (2 * tp[seen] + fp[seen] + fn[seen])
+        return {
+            "jaccard": stats["jaccard_sum"] / n,
+            "micro_f1": float(micro),
+            "macro_f1": float(per_member.mean()) if seen.any() else 1.0,
             "loss": loss,
         }
     if kind == "category":

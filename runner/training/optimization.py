@@ -27,6 +27,8 @@ def output_loss(
             total = total + nn.functional.binary_cross_entropy_with_logits(z.squeeze(1), y)
         elif spec.type == "category":
             total = total + nn.functional.cross_entropy(z, y)
+        elif spec.type == "set":  # one independent yes/no per member
+            total = total + nn.functional.binary_cross_entropy_with_logits(z, y)
         else:
             total = total + nn.functional.mse_loss(z.squeeze(1), y)
     return total
