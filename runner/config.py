@@ -93,14 +93,23 @@ class DatasetConfig:
 class ModelConfig:
     input_features: list[FeatureConfig] = MISSING
     output_features: list[FeatureConfig] = MISSING
-    combiner: str = "concat"
+    combiner: str = "concat"  # concat (MLP) | residual (residual MLP) | transformer
     hidden_size: int = 64
     num_layers: int = 2
     dropout: float = 0.0
     embedding_size: int = 16
+    token_size: int = 32  # transformer: the width of every feature's token
+    num_heads: int = 4  # transformer: attention heads (token_size must divide by it)
 
     def __post_init__(self):
-        _one_of(self.combiner, ("concat",), "model.combiner")
+        _one_of(self.combiner, ("concat", "residual", "transformer"), "model.combiner")
+        _require(self.num_heads >= 1, "model.num_heads", "at least 1", self.num_heads)
+        _require(
+            self.token_size >= 1 and self.token_size % self.num_heads == 0,
+            "model.token_size",
+            f"a positive multiple of model.num_heads={self.num_heads}",
+            self.token_size,
+        )
         _require(self.hidden_size >= 1, "model.hidden_size", "at least 1", self.hidden_size)
         _require(self.num_layers >= 0, "model.num_layers", "0 or more", self.num_layers)
         _require(0.0 <= self.dropout < 1.0, "model.dropout", "in [0, 1)", self.dropout)

@@ -114,6 +114,28 @@ def test_date_set_and_vector_inputs_carry_signal_and_a_log1p_target_comes_back_r
     assert np.mean(right) > 0.9
 
 
+@pytest.mark.parametrize("combiner", ["residual", "transformer"])
+def test_other_combiners_learn_every_feature_type_and_reload(
+    tmp_path, cache_dir, mixed_csv, combiner
+):
+    from runner import Predictor
+
+    metrics = run_experiment(
+        tmp_path / "run",
+        cache_dir,
+        f"dataset.path={mixed_csv}",
+        *MIXED_MODEL,
+        f"model.combiner={combiner}",
+        "trainer.epochs=15",
+    )
+    assert metrics["test"]["good/roc_auc"] > 0.85
+    assert metrics["test"]["value/r2"] > 0.6
+    saved = pd.read_parquet(tmp_path / "run" / "predictions.parquet")
+    raw = pd.read_csv(mixed_csv).loc[saved["row"]].reset_index(drop=True)
+    again = Predictor.load(tmp_path / "run" / "model").predict(raw)
+    np.testing.assert_allclose(again["good_probability"], saved["good_probability"], atol=1e-6)
+
+
 def test_real_multiclass_and_regression_datasets(tmp_path, cache_dir):
     wine = load_wine(as_frame=True).frame
     wine["target"] = wine["target"].map({0: "barolo", 1: "grignolino", 2: "barbera"})

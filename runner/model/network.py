@@ -1,4 +1,11 @@
-"""The network: one encoder per feature group, a concat combiner with an MLP, one head per output."""
+"""The network: one encoder per feature group, a combiner over their encodings, one head per
+output.
+
+Combiners (`model.combiner`): `concat` (the default: the encodings side by side into an MLP),
+`residual` (the same, with residual blocks: deeper without losing the gradient) and
+`transformer` (FT-Transformer style: every feature becomes a token, a [CLS] token reads
+them through self-attention; Gorishniy et al., 2021).
+"""
 
 from __future__ import annotations
 
@@ -22,10 +29,90 @@ class TextEncoder(nn.Module):
         return vectors.sum(dim=1) / counts
 
 
+def _mlp(width: int, hidden: int, layers: int, dropout: float) -> tuple[nn.Sequential, int]:
+    modules: list[nn.Module] = []
+    for _ in range(layers):
+        modules += [nn.Linear(width, hidden), nn.ReLU()]
+        if dropout > 0:
+            modules.append(nn.Dropout(dropout))
+        width = hidden
+    return nn.Sequential(*modules), width
+
+
+class _ResidualBlock(nn.Module):
+    def __init__(self, width: int, dropout: float):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.LayerNorm(width),
+            nn.Linear(width, 2 * width),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(2 * width, width),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x)
+
+
+class ResidualCombiner(nn.Module):
+    """The encodings side by side, projected, then residual blocks (a ResNet for tables)."""
+
+    def __init__(self, widths: list[int], hidden: int, layers: int, dropout: float):
+        super().__init__()
+        self.project = nn.Linear(sum(widths), hidden)
+        self.blocks = nn.Sequential(*(_ResidualBlock(hidden, dropout) for _ in range(layers)))
+        self.out = nn.Sequential(nn.LayerNorm(hidden), nn.ReLU())
+        self.width = hidden
+
+    def forward(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        return self.out(self.blocks(self.project(torch.cat(parts, dim=1))))
+
+
+class TransformerCombiner(nn.Module):
+    """Every number column and every embedded feature becomes a token of `token_size`; a
+    learned [CLS] token attends to them through `layers` pre-norm Transformer layers."""
+
+    def __init__(self, widths: list[int], numeric: int, settings: ModelConfig):
+        super().__init__()
+        d = settings.token_size
+        self.numeric = numeric
+        # One token per number column: value x weight + bias (both learned per column).
+        self.number_weight = nn.Parameter(torch.randn(numeric, d) * 0.1)
+        self.number_bias = nn.Parameter(torch.zeros(numeric, d))
+        embedded = widths[1:] if numeric else widths
+        self.projections = nn.ModuleList(nn.Linear(w, d) for w in embedded)
+        self.cls = nn.Parameter(torch.randn(1, 1, d) * 0.1)
+        layer = nn.TransformerEncoderLayer(
+            d,
+            settings.num_heads,
+            dim_feedforward=2 * d,
+            dropout=settings.dropout,
+            batch_first=True,
+            norm_first=True,
+        )
+        self.encoder = nn.TransformerEncoder(
+            layer, max(settings.num_layers, 1), enable_nested_tensor=False
+        )
+        self.out = nn.Sequential(nn.LayerNorm(d), nn.ReLU())
+        self.width = d
+
+    def forward(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        tokens = []
+        if self.numeric:
+            numbers = parts[0]
+            tokens.append(numbers.unsqueeze(2) * self.number_weight + self.number_bias)
+            parts = parts[1:]
+        tokens += [proj(p).unsqueeze(1) for proj, p in zip(self.projections, parts, strict=True)]
+        batch = tokens[0].shape[0]
+        sequence = torch.cat([self.cls.expand(batch, -1, -1), *tokens], dim=1)
+        return self.out(self.encoder(sequence)[:, 0])
+
+
 class TabularModel(nn.Module):
-    def __init__(
-        self, layout: Layout, hidden_size: int = 64, num_layers: int = 2, dropout: float = 0.0
-    ):
+    """Encoders per input group -> combiner -> one head per output. The concat combiner's
+    MLP keeps its place (`mlp`) so models saved before the other combiners still load."""
+
+    def __init__(self, layout: Layout, settings: ModelConfig):
         super().__init__()
         self.layout = layout
         self.embeddings = nn.ModuleList(
@@ -34,23 +121,30 @@ class TabularModel(nn.Module):
         self.texts = nn.ModuleDict(
             {name: TextEncoder(buckets, dim) for name, buckets, dim in layout.texts}
         )
-        width = (
-            len(layout.numeric)
-            + sum(d for *_, d in layout.categories)
-            + sum(d for *_, d in layout.texts)
+        # The width of each encoding, in the order _encode returns them.
+        widths = (
+            [len(layout.numeric)] * bool(layout.numeric)
+            + [dim for *_, dim in layout.categories]
+            + [dim for *_, dim in layout.texts]
         )
-        layers: list[nn.Module] = []
-        for _ in range(num_layers):
-            layers += [nn.Linear(width, hidden_size), nn.ReLU()]
-            if dropout > 0:
-                layers.append(nn.Dropout(dropout))
-            width = hidden_size
-        self.mlp = nn.Sequential(*layers)
+        self.combiner: nn.Module | None = None
+        if settings.combiner == "transformer":
+            self.combiner = TransformerCombiner(widths, len(layout.numeric), settings)
+            width = self.combiner.width
+        elif settings.combiner == "residual":
+            self.combiner = ResidualCombiner(
+                widths, settings.hidden_size, settings.num_layers, settings.dropout
+            )
+            width = self.combiner.width
+        else:
+            self.mlp, width = _mlp(
+                sum(widths), settings.hidden_size, settings.num_layers, settings.dropout
+            )
         self.heads = nn.ModuleDict(
             {spec.name: nn.Linear(width, spec.size) for spec in layout.outputs}
         )
 
-    def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _encode(self, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         parts = []
         if self.layout.numeric:
             parts.append(inputs[NUMERIC])
@@ -58,10 +152,17 @@ class TabularModel(nn.Module):
             codes = inputs[CATEGORY]
             parts += [emb(codes[:, i]) for i, emb in enumerate(self.embeddings)]
         parts += [encoder(inputs[text_key(name)]) for name, encoder in self.texts.items()]
-        hidden = self.mlp(torch.cat(parts, dim=1))
+        return parts
+
+    def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        parts = self._encode(inputs)
+        if self.combiner is not None:
+            hidden = self.combiner(parts)
+        else:
+            hidden = self.mlp(torch.cat(parts, dim=1))
         return {name: head(hidden) for name, head in self.heads.items()}
 
 
 def build_model(layout: Layout, model: ModelConfig) -> TabularModel:
-    """The network for this data layout and model config (model.combiner=concat)."""
-    return TabularModel(layout, model.hidden_size, model.num_layers, model.dropout)
+    """The network for this data layout and model config."""
+    return TabularModel(layout, model)
