@@ -100,9 +100,16 @@ class ModelConfig:
     embedding_size: int = 16
     token_size: int = 32  # transformer: the width of every feature's token
     num_heads: int = 4  # transformer: attention heads (token_size must divide by it)
+    number_encoder: str = "none"  # none (values as they are) | periodic (PLR embeddings)
 
     def __post_init__(self):
         _one_of(self.combiner, ("concat", "residual", "transformer"), "model.combiner")
+        _one_of(self.number_encoder, ("none", "periodic"), "model.number_encoder")
+        if self.number_encoder == "periodic" and self.combiner == "transformer":
+            raise UserError(
+                "model.number_encoder=periodic feeds the concat or residual combiner; the "
+                "transformer makes its own token of each number (drop one of the two)"
+            )
         _require(self.num_heads >= 1, "model.num_heads", "at least 1", self.num_heads)
         _require(
             self.token_size >= 1 and self.token_size % self.num_heads == 0,

@@ -114,7 +114,9 @@ def test_date_set_and_vector_inputs_carry_signal_and_a_log1p_target_comes_back_r
     assert np.mean(right) > 0.9
 
 
-@pytest.mark.parametrize("combiner", ["residual", "transformer"])
+@pytest.mark.parametrize(
+    "combiner", ["residual", "transformer", "concat model.number_encoder=periodic"]
+)
 def test_other_combiners_learn_every_feature_type_and_reload(
     tmp_path, cache_dir, mixed_csv, combiner
 ):
@@ -125,7 +127,7 @@ def test_other_combiners_learn_every_feature_type_and_reload(
         cache_dir,
         f"dataset.path={mixed_csv}",
         *MIXED_MODEL,
-        f"model.combiner={combiner}",
+        *f"model.combiner={combiner}".split(),
         "trainer.epochs=15",
     )
     assert metrics["test"]["good/roc_auc"] > 0.85

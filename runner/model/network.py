@@ -29,6 +29,26 @@ class TextEncoder(nn.Module):
         return vectors.sum(dim=1) / counts
 
 
+class PeriodicEncoder(nn.Module):
+    """Number columns as periodic embeddings with learned frequencies (PLR: periodic, linear,
+    ReLU; Gorishniy et al., 2022): lets an MLP draw sharp, non-monotonic shapes per column."""
+
+    def __init__(self, columns: int, dim: int, frequencies: int = 16, sigma: float = 1.0):
+        super().__init__()
+        self.frequencies = nn.Parameter(torch.randn(columns, frequencies) * sigma)
+        self.weight = nn.Parameter(
+            torch.randn(columns, 2 * frequencies, dim) / (2 * frequencies) ** 0.5
+        )
+        self.bias = nn.Parameter(torch.zeros(columns, dim))
+        self.width = columns * dim
+
+    def forward(self, numbers: torch.Tensor) -> torch.Tensor:
+        angles = 2 * torch.pi * numbers.unsqueeze(2) * self.frequencies  # [rows, columns, k]
+        periodic = torch.cat([torch.sin(angles), torch.cos(angles)], dim=2)
+        out = torch.relu(torch.einsum("bnk,nkd->bnd", periodic, self.weight) + self.bias)
+        return out.flatten(1)
+
+
 def _mlp(width: int, hidden: int, layers: int, dropout: float) -> tuple[nn.Sequential, int]:
     modules: list[nn.Module] = []
     for _ in range(layers):
@@ -121,9 +141,14 @@ class TabularModel(nn.Module):
         self.texts = nn.ModuleDict(
             {name: TextEncoder(buckets, dim) for name, buckets, dim in layout.texts}
         )
+        self.periodic = None
+        numeric_width = len(layout.numeric)
+        if settings.number_encoder == "periodic" and layout.numeric:
+            self.periodic = PeriodicEncoder(len(layout.numeric), settings.embedding_size)
+            numeric_width = self.periodic.width
         # The width of each encoding, in the order _encode returns them.
         widths = (
-            [len(layout.numeric)] * bool(layout.numeric)
+            [numeric_width] * bool(layout.numeric)
             + [dim for *_, dim in layout.categories]
             + [dim for *_, dim in layout.texts]
         )
@@ -147,7 +172,8 @@ class TabularModel(nn.Module):
     def _encode(self, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         parts = []
         if self.layout.numeric:
-            parts.append(inputs[NUMERIC])
+            numbers = inputs[NUMERIC]
+            parts.append(numbers if self.periodic is None else self.periodic(numbers))
         if self.layout.categories:
             codes = inputs[CATEGORY]
             parts += [emb(codes[:, i]) for i, emb in enumerate(self.embeddings)]
