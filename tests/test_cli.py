@@ -112,7 +112,7 @@ BAD_INPUTS = {
     ),
     "unknown type": (
         ["dataset.path={d}/good.csv", "model.input_features=[{{name:size,type:decimal}}]"],
-        "unknown type 'decimal'; known input types: binary, category, number, text",
+        "unknown type 'decimal'; known input types: binary, category, date, number, set, text, vector",
     ),
     "single class": (
         ["dataset.path={d}/one_class.csv"],

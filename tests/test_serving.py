@@ -135,7 +135,7 @@ def server(model, ray_session):
 
     from runner.serving.server import deploy
 
-    settings = ServeConfig(port=free_port(), max_body_bytes=50_000, max_batch_size=16)
+    settings = ServeConfig(port=free_port(), max_body_bytes=100_000, max_batch_size=16)
     url = deploy(settings, str(model["dir"]))
     yield url
     serve.shutdown()
