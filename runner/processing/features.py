@@ -170,11 +170,7 @@ class NumberFeature(Feature):
         }
 
     def combine(self, partials):
-        count = sum(p["count"] for p in partials)
-        if count == 0:
-            raise UserError(
-                f"number feature '{self.name}' has no values in the training split; check the column"
-            )
+        count = _count(partials, f"number feature '{self.name}' has no values")
         mean, std = _moments(partials, "sum", "sum_sq", count)
         log_mean, log_std = _moments(partials, "log_sum", "log_sum_sq", count)
         return {
@@ -265,6 +261,14 @@ def _quantiles(partials: list[dict], count: int) -> list[float]:
     values = np.concatenate([np.asarray(p["sample"][1], dtype=np.float64) for p in partials])
     sample = values[np.argsort(hashes, kind="stable")[:SAMPLE_SIZE]]
     return np.quantile(sample, np.linspace(0.0, 1.0, count)).tolist()
+
+
+def _count(partials: list[dict], problem: str) -> int:
+    """Values seen in the training split; none is an error."""
+    count = sum(p["count"] for p in partials)
+    if count == 0:
+        raise UserError(f"{problem} in the training split; check the column")
+    return count
 
 
 def _moments(partials: list[dict], total: str, squares: str, count: int) -> tuple[float, float]:
@@ -604,11 +608,7 @@ class DateFeature(Feature):
         }
 
     def combine(self, partials):
-        count = sum(p["count"] for p in partials)
-        if count == 0:
-            raise UserError(
-                f"date feature '{self.name}' has no dates in the training split; check the column"
-            )
+        count = _count(partials, f"date feature '{self.name}' has no dates")
         mean, std = _moments(partials, "sum", "sum_sq", count)
         year_mean, year_std = _moments(partials, "year_sum", "year_sum_sq", count)
         return {"mean": mean, "std": std, "year_mean": year_mean, "year_std": year_std}
