@@ -153,39 +153,37 @@ class NumberFeature(Feature):
     def partial_stats(self, series, row_ids):
         v = self._numeric(series, row_ids)
         present = v[~np.isnan(v)]
-        logged = _signed_log1p(present)
-        return {
+        stats = {
             "count": int(present.size),
             "sum": float(present.sum()),
             "sum_sq": float(np.square(present).sum()),
             "min": float(present.min()) if present.size else None,
             "max": float(present.max()) if present.size else None,
-            "log_sum": float(logged.sum()),
-            "log_sum_sq": float(np.square(logged).sum()),
-            **(
-                {"sample": _bottom_k(present, row_ids[~np.isnan(v)])}
-                if self.options["normalization"] == "quantile"
-                else {}
-            ),
         }
+        # Only what the chosen normalization needs: the default path pays for nothing more.
+        mode = self.options["normalization"]
+        if mode == "log1p":
+            logged = _signed_log1p(present)
+            stats.update(log_sum=float(logged.sum()), log_sum_sq=float(np.square(logged).sum()))
+        elif mode == "quantile":
+            stats["sample"] = _bottom_k(present, row_ids[~np.isnan(v)])
+        return stats
 
     def combine(self, partials):
         count = _count(partials, f"number feature '{self.name}' has no values")
         mean, std = _moments(partials, "sum", "sum_sq", count)
-        log_mean, log_std = _moments(partials, "log_sum", "log_sum_sq", count)
-        return {
+        stats = {
             "mean": mean,
             "std": std,
             "min": min(p["min"] for p in partials if p["min"] is not None),
             "max": max(p["max"] for p in partials if p["max"] is not None),
-            "log_mean": log_mean,
-            "log_std": log_std,
-            **(
-                {"quantiles": _quantiles(partials, int(self.options["num_quantiles"]))}
-                if self.options["normalization"] == "quantile"
-                else {}
-            ),
         }
+        mode = self.options["normalization"]
+        if mode == "log1p":
+            stats["log_mean"], stats["log_std"] = _moments(partials, "log_sum", "log_sum_sq", count)
+        elif mode == "quantile":
+            stats["quantiles"] = _quantiles(partials, int(self.options["num_quantiles"]))
+        return stats
 
     def fill_value(self, stats: dict) -> float:
         strategy = self.options["missing_value_strategy"]
