@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from runner.errors import UserError
+from runner.processing.split import uniform_from_ids
 
 # Bump when a transform's output changes: it is part of every cache key.
 PREPROCESSING_VERSION = 1
@@ -233,25 +234,16 @@ def _signed_log1p(v: np.ndarray) -> np.ndarray:
 
 
 SAMPLE_SIZE = 20000  # values kept for quantiles
+SAMPLE_SEED = 1  # of the row hash that picks them
 
 
 def _bottom_k(values: np.ndarray, row_ids: np.ndarray) -> list[list[float]]:
     """The values of the SAMPLE_SIZE rows whose row-number hash is smallest, with those
     hashes: merged bottom-k samples are the bottom-k sample of the union, so the quantiles
     do not depend on how the rows were partitioned (engines cut them differently)."""
-    hashes = _row_hash(row_ids)
+    hashes = uniform_from_ids(row_ids, SAMPLE_SEED)
     order = np.argsort(hashes, kind="stable")[:SAMPLE_SIZE]
     return [hashes[order].tolist(), values[order].tolist()]
-
-
-def _row_hash(row_ids: np.ndarray) -> np.ndarray:
-    """A fixed pseudo-random number in [0, 1) per row number (splitmix64's finalizer)."""
-    with np.errstate(over="ignore"):
-        z = row_ids.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
 def _quantiles(partials: list[dict], count: int) -> list[float]:
@@ -275,6 +267,16 @@ def _moments(partials: list[dict], total: str, squares: str, count: int) -> tupl
     return mean, float(np.sqrt(var))
 
 
+def _vocabulary(partials: list[dict], options: dict) -> list[str]:
+    """Merged value counts -> the values kept (at least min_count, at most max_vocab_size),
+    most frequent first, ties by value: the same list whatever the partitioning."""
+    counts: Counter = Counter()
+    for p in partials:
+        counts.update(p["counts"])
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [k for k, c in ranked if c >= options["min_count"]][: options["max_vocab_size"]]
+
+
 class CategoryFeature(Feature):
     type_name = "category"
     defaults = {
@@ -290,13 +292,7 @@ class CategoryFeature(Feature):
         return {"counts": {str(k): int(c) for k, c in counts.items()}}
 
     def combine(self, partials):
-        counts: Counter = Counter()
-        for p in partials:
-            counts.update(p["counts"])
-        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        kept = [k for k, c in ranked if c >= self.options["min_count"]][
-            : self.options["max_vocab_size"]
-        ]
+        kept = _vocabulary(partials, self.options)
         if self.role == "output" and len(kept) < 2:
             raise UserError(
                 f"output feature '{self.name}' has {len(kept)} class(es) in the training split "
@@ -440,20 +436,21 @@ class TextFeature(Feature):
             dtype=np.int32,
         )
         values = bucket_of[codes] if len(flat) else np.zeros(0, dtype=np.int32)
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-        array = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, type=pa.int32()))
-        return pd.Series(array, dtype=pd.ArrowDtype(array.type), index=series.index), np.ones(
-            len(lengths), dtype=bool
-        )
+        return _list_column(values, lengths, series.index), np.ones(len(lengths), dtype=bool)
 
 
-def _token_lists(ids: list[np.ndarray], index) -> pd.Series:
-    """Per-row int32 id arrays -> a list<int32> column (the text path's format)."""
-    lengths = np.fromiter((len(i) for i in ids), dtype=np.int32, count=len(ids))
-    values = np.concatenate(ids).astype(np.int32) if len(ids) else np.zeros(0, dtype=np.int32)
+def _list_column(values: np.ndarray, lengths: np.ndarray, index) -> pd.Series:
+    """Flat int32 ids and each row's count -> a list<int32> column (text and set features)."""
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     array = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, type=pa.int32()))
     return pd.Series(array, dtype=pd.ArrowDtype(array.type), index=index)
+
+
+def _token_lists(ids: list[np.ndarray], index) -> pd.Series:
+    """Per-row int32 id arrays -> a list<int32> column."""
+    lengths = np.fromiter((len(i) for i in ids), dtype=np.int32, count=len(ids))
+    values = np.concatenate(ids).astype(np.int32) if len(ids) else np.zeros(0, dtype=np.int32)
+    return _list_column(values, lengths, index)
 
 
 class SetFeature(Feature):
@@ -485,13 +482,7 @@ class SetFeature(Feature):
         return {"counts": dict(counts)}
 
     def combine(self, partials):
-        counts: Counter = Counter()
-        for p in partials:
-            counts.update(p["counts"])
-        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        kept = [k for k, c in ranked if c >= self.options["min_count"]][
-            : self.options["max_vocab_size"]
-        ]
+        kept = _vocabulary(partials, self.options)
         if not kept:
             raise UserError(
                 f"set feature '{self.name}' has no members in the training split; check the column "

@@ -24,8 +24,9 @@ _COLUMN_VALUES = {
 }
 
 
-def _uniform_from_ids(row_ids: np.ndarray, seed: int) -> np.ndarray:
-    """splitmix64 of (row id + seed) mapped to [0, 1)."""
+def uniform_from_ids(row_ids: np.ndarray, seed: int) -> np.ndarray:
+    """splitmix64 of (row id + seed x golden ratio) mapped to [0, 1): a fixed pseudo-random
+    number per row that no partitioning changes (splits here, quantile samples in features)."""
     with np.errstate(over="ignore"):
         z = row_ids.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -60,7 +61,7 @@ def assign_splits(frame: pd.DataFrame, row_ids: np.ndarray, split: dict) -> np.n
     """Split code per row: 0 train, 1 validation, 2 test."""
     if split["method"] == "random":
         train, validation, _ = split["ratios"]
-        u = _uniform_from_ids(row_ids, int(split["seed"]))
+        u = uniform_from_ids(row_ids, int(split["seed"]))
         return np.where(u < train, 0, np.where(u < train + validation, 1, 2)).astype(np.int8)
     column = split["column"]
     values = frame[column].astype(str).str.strip().str.lower()
