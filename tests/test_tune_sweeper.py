@@ -18,27 +18,40 @@ from runner.training import checkpoints
 pytestmark = [pytest.mark.distributed]
 
 
-def test_asha_prunes_some_trials_and_completes_others(tmp_path):
-    sweep_dir, cache = tmp_path / "sweep", tmp_path / "cache"
-    result = run_cli(
+def sweep_args(tmp_path: Path, *overrides: str) -> list[str]:
+    """A tune sweep on a local Ray of 2 CPUs, with its own cache and sweep dir."""
+    return [
         "--multirun",
         "hydra/sweeper=tune",
+        "hydra.sweeper.num_cpus=2",
+        "trainer.progress_bar=false",
+        *overrides,
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]
+
+
+def run_sweep(
+    tmp_path: Path, *overrides: str, timeout: int = 900
+) -> tuple[subprocess.CompletedProcess, Path]:
+    result = run_cli(*sweep_args(tmp_path, *overrides), timeout=timeout, env={"RAY_ADDRESS": ""})
+    return result, tmp_path / "sweep"
+
+
+def test_asha_prunes_some_trials_and_completes_others(tmp_path):
+    cache = tmp_path / "cache"
+    result, sweep_dir = run_sweep(
+        tmp_path,
         "hydra.sweeper.num_samples=6",
         "hydra.sweeper.seed=3",
-        "hydra.sweeper.num_cpus=2",
         "hydra.sweeper.grace_period=1",
         "hydra.sweeper.reduction_factor=2",
         "trainer.epochs=4",
-        "trainer.progress_bar=false",
         "dataset.synthetic_rows=3000",
         # Hopeless (a rate that barely moves the weights) against good ones:
         "trainer.learning_rate=choice(0.000001,0.00001,0.01,0.03)",
         "model.hidden_size=16,32",
         "sweep.objective=val/roc_auc",
-        f"cache_dir={cache}",
-        f"hydra.sweep.dir={sweep_dir}",
-        timeout=900,
-        env={"RAY_ADDRESS": ""},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = pd.read_csv(sweep_dir / "sweep_report.csv")
@@ -113,24 +126,16 @@ def test_trials_train_with_two_horovod_workers_and_are_pruned_through_them(tmp_p
     """Each trial trains with 2 Horovod workers on Ray (its placement group: 2 worker
     bundles, the trial driver none), so on 2 CPUs one trial runs at a time; rank 0's
     epochs reach the scheduler, and its stop ends both workers after that epoch."""
-    sweep_dir = tmp_path / "sweep"
-    result = run_cli(
-        "--multirun",
-        "hydra/sweeper=tune",
+    result, sweep_dir = run_sweep(
+        tmp_path,
         "hydra.sweeper.search=grid",  # trial 0 the good rate, trial 1 the hopeless one
         "hydra.sweeper.num_samples=1",
-        "hydra.sweeper.num_cpus=2",
         "trainer=horovod",
         "trainer.num_workers=2",
         "trainer.epochs=2",
-        "trainer.progress_bar=false",
         "dataset.synthetic_rows=3000",
         "trainer.learning_rate=0.03,0.000001",
         "sweep.objective=val/roc_auc",
-        f"cache_dir={tmp_path / 'cache'}",
-        f"hydra.sweep.dir={sweep_dir}",
-        timeout=900,
-        env={"RAY_ADDRESS": ""},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = pd.read_csv(sweep_dir / "sweep_report.csv").set_index("trial")
@@ -173,21 +178,18 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
     command = [
         sys.executable,
         str(ROOT / "run.py"),
-        "--multirun",
-        "hydra/sweeper=tune",
-        "hydra.sweeper.search=grid",
-        "hydra.sweeper.num_samples=1",
-        "hydra.sweeper.scheduler=none",
-        "hydra.sweeper.max_concurrent=1",
-        "hydra.sweeper.num_cpus=2",
-        "trainer.epochs=40",
-        "trainer.early_stopping.patience=100",
-        "trainer.progress_bar=false",
-        "dataset.synthetic_rows=20000",
-        "trainer.learning_rate=0.03,0.01,0.02",
-        "sweep.objective=val/roc_auc",
-        f"cache_dir={tmp_path / 'cache'}",
-        f"hydra.sweep.dir={sweep_dir}",
+        *sweep_args(
+            tmp_path,
+            "hydra.sweeper.search=grid",
+            "hydra.sweeper.num_samples=1",
+            "hydra.sweeper.scheduler=none",
+            "hydra.sweeper.max_concurrent=1",
+            "trainer.epochs=40",
+            "trainer.early_stopping.patience=100",
+            "dataset.synthetic_rows=20000",
+            "trainer.learning_rate=0.03,0.01,0.02",
+            "sweep.objective=val/roc_auc",
+        ),
     ]
     env = {**os.environ, "RAY_ADDRESS": ""}
     log = (tmp_path / "first.log").open("w")
@@ -244,22 +246,15 @@ def test_resume_without_an_experiment_is_one_line(tmp_path):
 
 
 def test_failed_trial_is_reported_and_the_sweep_goes_on(tmp_path):
-    sweep_dir = tmp_path / "sweep"
-    result = run_cli(
-        "--multirun",
-        "hydra/sweeper=tune",
+    result, sweep_dir = run_sweep(
+        tmp_path,
         "hydra.sweeper.search=grid",
         "hydra.sweeper.num_samples=1",
         "hydra.sweeper.scheduler=none",
-        "hydra.sweeper.num_cpus=2",
         "trainer.epochs=1",
-        "trainer.progress_bar=false",
         "dataset.synthetic_rows=2000",
         "trainer.optimizer=adamw,rmsprop",
-        f"cache_dir={tmp_path / 'cache'}",
-        f"hydra.sweep.dir={sweep_dir}",
         timeout=600,
-        env={"RAY_ADDRESS": ""},
     )
     assert result.returncode == 1, result.stderr[-3000:]
     assert "error: 1 of 2 trials failed (trial 1)" in result.stderr

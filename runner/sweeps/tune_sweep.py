@@ -330,10 +330,10 @@ def _trial_function(
         from runner.sweeps.objective import objective_value
         from runner.training.reporting import set_epoch_reporter
 
-        os.chdir(
-            cwd
-        )  # Tune runs trials in a working dir of its own: relative paths stay the user's
-        number = _trial_number(tune.get_context().get_trial_id())
+        # Tune runs trials in a working dir of its own: relative paths stay the user's.
+        os.chdir(cwd)
+        trial_id = tune.get_context().get_trial_id()
+        number = _trial_number(trial_id)
         trial_dir = sweep_dir / str(number)
         finished = _finished_record(trial_dir)
         if finished is not None:  # it ended after Tune last saved its state, then the driver died
@@ -345,11 +345,11 @@ def _trial_function(
         job = hydra_context.config_loader.load_sweep_config(config, overrides)
         with open_dict(job):
             job.hydra.sweep.dir = str(sweep_dir)
-            job.hydra.job.id = tune.get_context().get_trial_id()
+            job.hydra.job.id = trial_id
             job.hydra.job.num = number
 
         curve: list[list] = []  # [epoch, objective] as reported: kept in trial.json for a resume
-        trial_id, board = tune.get_context().get_trial_id(), ray.get_actor(verdicts)
+        board = ray.get_actor(verdicts)
 
         def report(record: dict) -> bool:
             values = {"train": record["train"], "validation": record["validation"]}
