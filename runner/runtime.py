@@ -134,7 +134,10 @@ class RayRuntime:
                 ) from None
             log.info("ray backend: attached to the cluster at %s", self._target)
         else:
+            # "local": Ray would otherwise attach to whatever cluster `ray start` left running
+            # here (its address file), ignoring num_cpus; null means a Ray of this run's own.
             context = ray.init(
+                address="local",
                 num_cpus=self.num_cpus,
                 num_gpus=self.num_gpus,
                 object_store_memory=self.object_store_memory,

@@ -120,7 +120,9 @@ def ray_session():
     """One local Ray per test module (starting Ray costs seconds)."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024 * 1024)
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024 * 1024
+    )
     yield ray
     ray.shutdown()
 

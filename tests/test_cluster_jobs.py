@@ -146,3 +146,37 @@ def test_logs_a_person_can_read(tmp_path):
     )
     assert loud.returncode == 0, loud.stderr[-3000:]
     assert "BaseHorovodWorker" in loud.stdout + loud.stderr
+
+
+def test_a_stray_cluster_is_left_alone(head, tmp_path):
+    """With a `ray start` cluster running and no address given (RAY_ADDRESS unset), a run and a
+    Ray-launcher sweep start a Ray of their own with the CPUs asked for; Ray's default would
+    attach to the stray cluster and refuse num_cpus (a CI run failed so)."""
+    _, env = head
+    run = run_cli(
+        "backend=ray",
+        "backend.num_cpus=1",
+        "processor=dask",
+        "command=preprocess",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env={"RAY_ADDRESS": ""},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "started a local Ray (1.0 CPUs)" in run.stdout + run.stderr
+    sweep = run_cli(
+        "--multirun",
+        "hydra/launcher=ray",
+        "hydra.launcher.ray.init.num_cpus=1",
+        "backend=local",
+        "trainer.epochs=1",
+        "trainer.progress_bar=false",
+        "dataset.synthetic_rows=1000",
+        "trainer.learning_rate=0.001,0.01",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        timeout=600,
+        env={"RAY_ADDRESS": ""},
+    )
+    assert sweep.returncode == 0, sweep.stderr[-3000:]
+    assert len(list((tmp_path / "sweep").glob("*/metrics.json"))) == 2

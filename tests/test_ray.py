@@ -328,7 +328,12 @@ def test_dask_and_modin_need_ray(tmp_path):
                     tmp_path / "run",
                 )
     finally:
-        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024 * 1024)
+        ray.init(
+            address="local",
+            num_cpus=2,
+            include_dashboard=False,
+            object_store_memory=300 * 1024 * 1024,
+        )
 
 
 def test_modin_works_again_after_ray_restarts(tmp_path, mixed_files):
@@ -339,7 +344,9 @@ def test_modin_works_again_after_ray_restarts(tmp_path, mixed_files):
     source = DataSource.from_config(DatasetConfig(path=str(mixed_files / "mixed.csv")))
     assert len(make_processor("modin").read(source)) == 4000  # Modin's refs: this session's
     ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024 * 1024)
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024 * 1024
+    )
     assert len(make_processor("modin").read(source)) == 4000
 
 

@@ -10,6 +10,7 @@ hydra/launcher=local - Hydra's basic launcher, one trial after another.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,6 +112,8 @@ class RayTrialLauncherBase(Launcher):
         init = OmegaConf.to_container(self.ray_cfg.init, resolve=True)
         # hydra-ray-launcher would otherwise force a 75 MiB object store (and fail to attach).
         init = {k: v for k, v in init.items() if v is not None}
+        # No address and no RAY_ADDRESS: a Ray of the sweep's own, never a stray `ray start` cluster.
+        init.setdefault("address", os.environ.get("RAY_ADDRESS") or "local")
         start_ray(OmegaConf.create(init))
         remote = self.ray_cfg.remote
         configs = []
