@@ -37,3 +37,10 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """The benchmark suite: figures in bench-results/figures.{json,md} (takes minutes)."""
     session.run(sys.executable, str(Path(__file__).parent / "bench" / "suite.py"), *session.posargs)
+
+
+@nox.session
+def accuracy(session: nox.Session) -> None:
+    """The accuracy suite: real tables, ours vs HistGradientBoosting on the same split
+    (bench-results/accuracy.{json,md}; about N minutes)."""
+    session.run(sys.executable, str(Path(__file__).parent / "bench" / "accuracy.py"), *session.posargs)

@@ -69,7 +69,7 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" torch==2.13.0
 # compat mode: a .pth to this checkout, so the hydra_plugins namespace portion
 # (our launchers) imports everywhere, Ray workers included.
-"${pip[@]}" -e ".[test]" --config-settings editable_mode=compat
+"${pip[@]}" -e ".[test,accuracy]" --config-settings editable_mode=compat
 # hydra-ray-launcher pins cloudpickle<3, which Dask needs; its `ray` launcher works
 # with cloudpickle 3, so it goes in without its pins (../shared/STACK.md).
 "${pip[@]}" --no-deps hydra-ray-launcher==1.2.2
