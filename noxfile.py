@@ -43,4 +43,6 @@ def bench(session: nox.Session) -> None:
 def accuracy(session: nox.Session) -> None:
     """The accuracy suite: real tables, ours vs HistGradientBoosting on the same split
     (bench-results/accuracy.{json,md}; about N minutes)."""
-    session.run(sys.executable, str(Path(__file__).parent / "bench" / "accuracy.py"), *session.posargs)
+    session.run(
+        sys.executable, str(Path(__file__).parent / "bench" / "accuracy.py"), *session.posargs
+    )

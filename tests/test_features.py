@@ -126,7 +126,11 @@ def test_binary_errors():
 
 def test_text_hashing_is_stable_and_bounded():
     f = build_feature(
-        {"name": "t", "type": "text", "preprocessing": {"num_buckets": 64, "max_tokens": 3}},
+        {
+            "name": "t",
+            "type": "text",
+            "preprocessing": {"num_buckets": 64, "max_tokens": 3, "ngrams": 1},
+        },
         "input",
     )
     stats = fit(f, [])
@@ -138,6 +142,26 @@ def test_text_hashing_is_stable_and_bounded():
     assert all(1 <= t < 64 for row in lists for t in row)
     again, _ = f.transform(pd.Series(["good"]), stats, np.arange(1))
     assert again.tolist()[0][0] == lists[0][0]
+
+
+def test_text_word_pairs_by_default():
+    """ngrams=2 (the default): each row's words, then its adjacent pairs, all hashed; the pairs
+    come from the words kept by max_tokens. A bad ngrams is named at once."""
+    f = build_feature({"name": "t", "type": "text", "preprocessing": {"max_tokens": 3}}, "input")
+    stats = fit(f, [])
+    assert stats["ngrams"] == 2 and stats["num_buckets"] == 2**18
+    out, _ = f.transform(pd.Series(["not good at all", "good", ""]), stats, np.arange(3))
+    first, second, third = out.tolist()
+    assert len(first) == 3 + 2  # "not", "good", "at"; "not good", "good at"
+    assert first[1] == second[0]  # the word "good" hashes alike in every row
+    assert len(set(first)) == 5 and third == []
+    unigrams = build_feature(
+        {"name": "t", "type": "text", "preprocessing": {"max_tokens": 3, "ngrams": 1}}, "input"
+    )
+    alone, _ = unigrams.transform(pd.Series(["not good at all"]), fit(unigrams, []), np.arange(1))
+    assert alone.tolist()[0] == first[:3]
+    with pytest.raises(UserError, match="text feature 't' has ngrams 3; use 1 or 2"):
+        build_feature({"name": "t", "type": "text", "preprocessing": {"ngrams": 3}}, "input")
 
 
 def test_number_log1p_is_fitted_in_log_space_and_inverts():

@@ -17,11 +17,18 @@ from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
 
 
 class TextEncoder(nn.Module):
-    """Mean of the hashed-token embeddings of a row; bucket 0 is padding."""
+    """Mean of the hashed-token embeddings of a row; bucket 0 is padding. The embeddings start
+    small (std 0.1, not 1): a row's mean then starts near zero instead of as noise the size of
+    the signal. Measured in the accuracy suite: the review table's ROC AUC 0.75 (std 1) ->
+    0.86 (0.1 and 0.01); the loans table's short job titles prefer larger (accuracy 0.44 at 1,
+    0.42 at 0.1, 0.39 at 0.01), so 0.1."""
 
     def __init__(self, buckets: int, dim: int):
         super().__init__()
         self.embedding = nn.Embedding(buckets, dim, padding_idx=0)
+        nn.init.normal_(self.embedding.weight, std=0.1)
+        with torch.no_grad():
+            self.embedding.weight[0].zero_()  # padding stays zero
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         vectors = self.embedding(tokens)
