@@ -42,7 +42,7 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def accuracy(session: nox.Session) -> None:
     """The accuracy suite: real tables, ours vs HistGradientBoosting on the same split
-    (bench-results/accuracy.{json,md}; about N minutes)."""
+    (bench-results/accuracy.{json,md}; about 8 minutes)."""
     session.run(
         sys.executable, str(Path(__file__).parent / "bench" / "accuracy.py"), *session.posargs
     )
