@@ -158,12 +158,8 @@ def test_windowed_streaming_loader(tmp_path, cache_dir):
     assert metrics["test"]["label/roc_auc"] > 0.85
 
 
-@pytest.mark.parametrize("mode", ["in_heap", "object_store", "streaming"])
-def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir, mode, monkeypatch):
-    """Every row exactly once across two workers' shards, however they are served: fully
-    executed splits of the materialized blocks (tensors in the worker's heap, or, past
-    HEAP_SHARD_BYTES, iterated from the object store) or a streaming split (a window)."""
-    from runner.loading import ray_data
+def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir):
+    from runner.loading.ray_data import RayDataLoader
     from runner.model.layout import Layout
 
     ray_run(tmp_path / "pre", cache_dir, "command=preprocess", "processor.parallelism=4")
@@ -173,17 +169,11 @@ def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir, mode, monke
 
     split = Location(str(meta_path.parent / meta["data"] / "validation"))
     layout = Layout.from_meta(meta, check_config(compose_config([])).model)
-    overrides = ["loader=ray", "loader.batch_size=64", "loader.eval_batch_size=100"]
-    if mode == "streaming":
-        overrides.append("loader.window_size_bytes=1000000")
-    if mode == "object_store":
-        monkeypatch.setattr(ray_data, "HEAP_SHARD_BYTES", 0)
-    loader = instantiate(compose_config(overrides).loader)
-    assert isinstance(loader, ray_data.RayDataLoader)
+    loader = instantiate(
+        compose_config(["loader=ray", "loader.batch_size=64", "loader.eval_batch_size=100"]).loader
+    )
+    assert isinstance(loader, RayDataLoader)
     shards = loader.shards(split, 2, equal=False)
-    # Fully executed: plain splits of the blocks, no SplitCoordinator actors to start.
-    kind = "DataIterator" if mode == "streaming" else "MaterializedDataset"
-    assert all(kind in type(shard.source).__name__ for shard in shards)
     import threading
 
     seen = [None, None]
@@ -198,14 +188,10 @@ def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir, mode, monke
     [t.start() for t in threads]
     [t.join(60) for t in threads]
     assert seen[0] is not None and seen[1] is not None
-    assert all((shard.table is not None) == (mode == "in_heap") for shard in shards)
     # Every validation row exactly once across the two workers.
     assert sorted(np.concatenate(seen).tolist()) == sorted(
         pq.read_table(split.path)["__row__"].to_pylist()
     )
-    if mode == "in_heap":  # training batches: the shard's rows, reshuffled per epoch
-        first = [b[0] for b in loader.train_batches(shards[0], epoch=1, seed=0)]
-        assert sum(len(next(iter(inputs.values()))) for inputs in first) == len(seen[0])
 
 
 def test_s3_cache_with_inline_and_file_credentials(tmp_path, s3_server, caplog):

@@ -1,10 +1,7 @@
 """loader=ray: the cache read with Ray Data; each training worker iterates its own shard.
 
 fully_executed (default): the split is read once and materialized in the object
-store and its blocks are split between the workers; a worker whose share is under
-HEAP_SHARD_BYTES turns it into tensors once and reshuffles them every epoch in-process,
-as loader=local does (no Ray Data executor per epoch), a larger share is iterated from
-the object store every epoch.
+store; every epoch iterates it from memory.
 
 window_size_bytes: the split is never materialized. Every epoch streams the
 Parquet files in a new order (the file shuffle is reseeded after each pass),
@@ -20,7 +17,6 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runner.loading.tensors import TensorTable
@@ -31,16 +27,14 @@ from runner.storage import Location
 log = logging.getLogger(__name__)
 UNWINDOWED_SHUFFLE_ROWS = 100_000
 CHUNK_BATCHES = 32
-HEAP_SHARD_BYTES = 1 << 30
 
 
 @dataclass
 class RayShard:
-    source: object  # a ray.data.Dataset (one worker, or a split of one) or a DataIterator
+    source: object  # a ray.data.Dataset (one worker) or a DataIterator from streaming_split
     rows: int  # rows this worker sees (about, for unequal shards)
     bytes_per_row: float
     layout: Layout | None = None
-    table: TensorTable | None = None  # the share as tensors, when it is held in the worker
 
     def __len__(self) -> int:
         return self.rows
@@ -103,17 +97,6 @@ class RayDataLoader:
         if world_size == 1:
             return [RayShard(dataset, rows, bytes_per_row)]
         per_worker = rows // world_size if equal else -(-rows // world_size)
-        if self.fully_executed:
-            # In memory already: split the blocks (no SplitCoordinator actors to start, and no
-            # barrier between the workers every epoch). Profiled on the 100k, 3-epoch Horovod
-            # run: the loader cost 14 s over loader=local, most of it those actors' start.
-            if equal:
-                parts = dataset.split(world_size, equal=True)
-            else:  # every row kept, the workers' shares within a row of each other
-                parts = dataset.split_at_indices(
-                    [rows * i // world_size for i in range(1, world_size)]
-                )
-            return [RayShard(part, per_worker, bytes_per_row) for part in parts]
         return [
             RayShard(it, per_worker, bytes_per_row)
             for it in dataset.streaming_split(world_size, equal=equal)
@@ -121,13 +104,6 @@ class RayDataLoader:
 
     def open(self, shard: RayShard, layout: Layout, equal: bool = False) -> RayShard:
         shard.layout = layout
-        if self.fully_executed and shard.rows * shard.bytes_per_row < HEAP_SHARD_BYTES:
-            import ray
-
-            blocks = ray.get(shard.source.to_arrow_refs())
-            if blocks:
-                shard.table = TensorTable.from_arrow(pa.concat_tables(blocks), layout)
-                shard.rows = len(shard.table)
         return shard
 
     def _buffer_rows(self, shard: RayShard) -> int:
@@ -137,11 +113,6 @@ class RayDataLoader:
         return max(chunk, min(shard.rows, UNWINDOWED_SHUFFLE_ROWS))
 
     def train_batches(self, shard: RayShard, epoch: int, seed: int) -> Iterator[tuple[dict, dict]]:
-        if shard.table is not None:  # the same order as loader=local's for (seed, epoch)
-            yield from shard.table.batches(
-                self.batch_size, self.shuffle, self.drop_last, seed=seed * 100003 + epoch
-            )
-            return
         # Arrow -> tensors once per chunk of CHUNK_BATCHES batches, not once per batch. A chunk
         # is a whole number of batches, so workers with equal rows take equal numbers of steps.
         chunks = shard.source.iter_batches(
@@ -158,9 +129,6 @@ class RayDataLoader:
             )
 
     def eval_batches(self, shard: RayShard) -> Iterator[TensorTable]:
-        if shard.table is not None:
-            yield from shard.table.chunks(self.eval_batch_size)
-            return
         for batch in shard.source.iter_batches(
             batch_size=self.eval_batch_size,
             batch_format="pyarrow",
