@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -21,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import psutil
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy_tables import TABLES, Table, feature_type  # noqa: E402
+from suite import machine_facts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = "target"
@@ -234,12 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     results = {
         "overrides": args.set,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "memory_gb": round(psutil.virtual_memory().total / 2**30),
-            "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d"),
-        },
+        "machine": machine_facts(),
         "tables": {},
     }
     with tempfile.TemporaryDirectory(prefix="accuracy-") as scratch:

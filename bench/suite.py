@@ -103,20 +103,22 @@ def logged_seconds(text: str, pattern: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
+def machine_facts() -> dict:
+    """What a figure was measured on, and when (every results file carries it)."""
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
 class Suite:
     def __init__(self, work: Path, out: Path, smoke: bool = False):
         self.work, self.out = work, out
         self.ceiling_steps = 2 if smoke else 60  # steps of each bare loop in parallel_ceiling
         self.scaling_epochs = 2 if smoke else 6  # the first is warm-up, the rest are measured
-        self.figures: dict = {
-            "machine": {
-                "cpus": os.cpu_count(),
-                "memory_gb": round(psutil.virtual_memory().total / 2**30),
-                "python": platform.python_version(),
-                "date": time.strftime("%Y-%m-%d"),
-            },
-            "sections": {},
-        }
+        self.figures: dict = {"machine": machine_facts(), "sections": {}}
 
     BETTER = {
         "wall_seconds": min,

@@ -115,14 +115,21 @@ def mixed_csv(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    """One local Ray per test module (starting Ray costs seconds)."""
+def start_test_ray():
+    """The tests' local Ray: 2 CPUs, a small object store, always a Ray of its own
+    (address="local": never a cluster `ray start` left running on the machine)."""
     import ray
 
     ray.init(
         address="local", num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024 * 1024
     )
+    return ray
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray per test module (starting Ray costs seconds)."""
+    ray = start_test_ray()
     yield ray
     ray.shutdown()
 

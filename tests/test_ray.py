@@ -9,7 +9,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import FAST, MIXED_MODEL, compose_config, mixed_table, run_cli, run_experiment
+from conftest import (
+    FAST,
+    MIXED_MODEL,
+    compose_config,
+    mixed_table,
+    run_cli,
+    run_experiment,
+    start_test_ray,
+)
 from hydra.utils import instantiate
 
 from runner.backends.ray import RayBackend
@@ -328,12 +336,7 @@ def test_dask_and_modin_need_ray(tmp_path):
                     tmp_path / "run",
                 )
     finally:
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            object_store_memory=300 * 1024 * 1024,
-        )
+        start_test_ray()
 
 
 def test_modin_works_again_after_ray_restarts(tmp_path, mixed_files):
@@ -344,9 +347,7 @@ def test_modin_works_again_after_ray_restarts(tmp_path, mixed_files):
     source = DataSource.from_config(DatasetConfig(path=str(mixed_files / "mixed.csv")))
     assert len(make_processor("modin").read(source)) == 4000  # Modin's refs: this session's
     ray.shutdown()
-    ray.init(
-        address="local", num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024 * 1024
-    )
+    start_test_ray()
     assert len(make_processor("modin").read(source)) == 4000
 
 
