@@ -187,3 +187,20 @@ def require_ray(what: str, fix: str = "add backend=ray"):
     if session_active():
         return sys.modules["ray"]
     raise UserError(f"{what} runs on Ray; {fix}")
+
+
+# Where this process's own Ray tasks go (scoring's block cuts, Dask's tasks): by default
+# wherever Ray puts them (inside a placement group that captures its children, there). A
+# Tune trial sets it (runner/sweeps/tune_sweep.py): its group's strategy, or "DEFAULT" for
+# a DDP trial, whose group holds no CPU for them.
+_TASK_STRATEGY = None
+
+
+def place_tasks(strategy) -> None:
+    global _TASK_STRATEGY
+    _TASK_STRATEGY = strategy
+
+
+def task_options() -> dict:
+    """Options for this process's own Ray tasks: `.options(**task_options())`."""
+    return {} if _TASK_STRATEGY is None else {"scheduling_strategy": _TASK_STRATEGY}

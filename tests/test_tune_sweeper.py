@@ -84,8 +84,16 @@ def test_asha_prunes_some_trials_and_completes_others(tmp_path):
     "overrides, message",
     [
         (
-            ["trainer=ddp", "trainer.num_workers=2"],
-            "for trainer=ddp or elastic trials use hydra/launcher=ray",
+            ["trainer=horovod", "trainer.min_workers=1", "trainer.max_workers=2"],
+            "for elastic trials use hydra/launcher=ray",
+        ),
+        (
+            ["trainer=ddp", "trainer.num_workers=2", "processor=modin"],
+            "Modin's tasks cannot leave a DDP trial's placement group",
+        ),
+        (
+            ["trainer=ddp", "trainer.num_workers=2", "loader.fully_executed=false"],
+            "a streaming loader (loader.window_size_bytes",
         ),
         (
             ["trainer=horovod", "trainer.num_workers=2", "loader.window_size_bytes=1000000"],
@@ -122,15 +130,23 @@ def test_unknown_search_is_one_line(tmp_path):
     ]
 
 
-def test_trials_train_with_two_horovod_workers_and_are_pruned_through_them(tmp_path):
-    """Each trial trains with 2 Horovod workers on Ray (its placement group: 2 worker
-    bundles, the trial driver none), so on 2 CPUs one trial runs at a time; rank 0's
-    epochs reach the scheduler, and its stop ends both workers after that epoch."""
+@pytest.mark.parametrize(
+    "trainer, processor",
+    # a DDP trial's group holds no CPU: its Dask tasks must be sent outside it
+    [("horovod", "auto"), ("ddp", "dask")],
+)
+def test_trials_train_with_two_workers_and_are_pruned_through_them(tmp_path, trainer, processor):
+    """Each trial trains with 2 workers on Ray, so on 2 CPUs one trial runs at a time
+    (Horovod: the trial's placement group holds 2 worker bundles, its driver none; DDP: Ray
+    Train places its workers in a group of its own, and the sweep runs as many trials as
+    the cluster has room for their workers); rank 0's epochs reach the scheduler, and its
+    stop ends both workers after that epoch."""
     result, sweep_dir = run_sweep(
         tmp_path,
         "hydra.sweeper.search=grid",  # trial 0 the good rate, trial 1 the hopeless one
         "hydra.sweeper.num_samples=1",
-        "trainer=horovod",
+        f"trainer={trainer}",
+        f"processor={processor}",
         "trainer.num_workers=2",
         "trainer.epochs=2",
         "dataset.synthetic_rows=3000",
@@ -148,6 +164,9 @@ def test_trials_train_with_two_horovod_workers_and_are_pruned_through_them(tmp_p
         assert training["epochs_run"] == report.loc[trial, "epochs"]
         assert (trial_dir / "model").exists() and (trial_dir / "predictions").is_dir()
         assert (trial_dir / "run.log").exists()  # the job keeps its name inside a trial
+        log = (trial_dir / "run.log").read_text()
+        assert f"trainer {trainer}" in log
+        assert processor == "auto" or f"processor {processor}" in log
 
 
 def _files(directory: Path) -> dict[str, int]:

@@ -18,6 +18,7 @@ from runner.processing.partitions import (
 from runner.processing.reading import CSV_NULLS, csv_header
 from runner.processing.source import DataSource
 from runner.processing.synthetic import chunk_sizes, synthetic_chunk
+from runner.runtime import task_options
 from runner.storage import Location
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,11 @@ class DaskProcessor:
         from ray.util.dask import ray_dask_get
 
         require_ray(self.name)
+        scheduler = ray_dask_get
+        if task_options():  # a sweep trial places its tasks
+            scheduler = functools.partial(ray_dask_get, ray_remote_args=task_options())
         # Object columns stay object: the feature transforms type every value themselves.
-        return dask.config.set({"scheduler": ray_dask_get, "dataframe.convert-string": False})
+        return dask.config.set({"scheduler": scheduler, "dataframe.convert-string": False})
 
     def read(self, source: DataSource, numbers: set[str] = frozenset()):
         import dask.dataframe as dd

@@ -96,7 +96,9 @@ def _split(ray, blocks: list, pieces: int) -> list:
     """The blocks cut into at least `pieces` blocks, by one Ray task per block (done before
     the pool starts: once its actors hold every CPU, no task could do it)."""
     each = -(-pieces // len(blocks))
-    cut = ray.remote(num_cpus=1, num_returns=each)(_cut)
+    from runner.runtime import task_options
+
+    cut = ray.remote(num_cpus=1, num_returns=each)(_cut).options(**task_options())
     refs = [cut.remote(block, each) for block in blocks]
     refs = [r for group in refs for r in (group if isinstance(group, list) else [group])]
     ray.wait(refs, num_returns=len(refs), fetch_local=False)

@@ -89,22 +89,45 @@ class TrialResources:
     bundles: list[dict]  # Tune's placement group for one trial: its driver's bundle first
     strategy: str  # of the group: PACK | SPREAD
     overrides: list[str]  # what every trial's run gets on top of the sweep's
+    workers_outside: dict | None = None  # a DDP trial: what its workers take outside the group
+
+    def concurrent(self, cluster: dict) -> int:
+        """Trials at once: unbounded for trials whose group holds their workers (Tune places
+        only what fits); for DDP trials, whose workers Ray Train places in a group of its
+        own, as many as the cluster holds workers for."""
+        if self.workers_outside is None:
+            return 0
+        fits = [cluster.get(k, 0.0) // v for k, v in self.workers_outside.items() if v > 0]
+        return max(1, int(min(fits, default=1)))
+
+
+# A DDP trial's driver needs no CPU, but Tune's group needs a non-empty bundle: one byte of
+# Ray's memory resource, which never keeps a trial or a worker from being placed.
+DRIVER_ONLY = {"memory": 1.0}
 
 
 def trial_resources(trainer) -> TrialResources:
     """A trial that trains in its own process (one worker) holds that worker's CPU and runs
-    locally; a distributed trial's driver holds nothing and its group holds one bundle per
+    locally; a Horovod trial's driver holds nothing and its group holds one bundle per
     worker, which the trial's Horovod workers, data tasks and scoring actors all use. No
-    trial needs more than its group, so trials never wait on each other's CPUs."""
+    trial needs more than its group, so trials never wait on each other's CPUs.
+
+    Ray Train (trainer=ddp) always puts its workers in a placement group of its own, which
+    cannot live inside the trial's: a DDP trial's group holds only its driver, its data
+    tasks and scoring actors run outside it, and the sweep runs as many DDP trials at once
+    as the cluster has room for their workers (Ray Train's own advice for Train in Tune)."""
     workers = trainer.num_workers or 1
-    if trainer.strategy == "ddp" or trainer.elastic:
+    if trainer.elastic:
         raise UserError(
-            "hydra/sweeper=tune trains distributed trials with trainer=horovod (fixed "
-            "num_workers); for trainer=ddp or elastic trials use hydra/launcher=ray"
+            "hydra/sweeper=tune trains distributed trials with a fixed trainer.num_workers; "
+            "for elastic trials use hydra/launcher=ray"
         )
     bundle = {k: float(v) for k, v in trainer.resources_per_worker.items()} or {"CPU": 1.0}
     if trainer.use_gpu:
         bundle.setdefault("GPU", 1.0)
+    if trainer.strategy == "ddp":
+        total = {k: v * workers for k, v in bundle.items()}
+        return TrialResources([dict(DRIVER_ONLY)], "PACK", [], total)
     if trainer.strategy == "horovod" or workers > 1:
         placement = (trainer.placement or ("pack" if trainer.use_gpu else "spread")).upper()
         overrides = [] if trainer.strategy == "horovod" else ["trainer.strategy=horovod"]
@@ -191,11 +214,16 @@ class TuneSweeperBase(Sweeper):
         streams = loader.get("window_size_bytes") is not None or not loader.get(
             "fully_executed", True
         )
-        if streams and len(resources.bundles) > 1:
+        if streams and (len(resources.bundles) > 1 or resources.workers_outside):
             raise UserError(
                 "hydra/sweeper=tune: a streaming loader (loader.window_size_bytes, "
                 "loader.fully_executed=false) would wait for CPUs the trial's own workers hold; "
                 "drop those keys (the trial materializes its splits) or use hydra/launcher=ray"
+            )
+        if resources.workers_outside and "modin" in str(self.config.processor._target_):
+            raise UserError(
+                "hydra/sweeper=tune: Modin's tasks cannot leave a DDP trial's placement group, "
+                "which holds no CPU; use processor=dask or pandas, or trainer=horovod"
             )
         return resources
 
@@ -215,7 +243,7 @@ class TuneSweeperBase(Sweeper):
                 "hydra.sweeper.resume=true, or give a new hydra.sweep.dir"
             )
 
-    def _tune_config(self, verdicts: str, maximize: bool):
+    def _tune_config(self, verdicts: str, maximize: bool, concurrent: int):
         from ray import tune
         from ray.tune.schedulers import ASHAScheduler
         from ray.tune.search import BasicVariantGenerator
@@ -235,7 +263,7 @@ class TuneSweeperBase(Sweeper):
             scheduler=scheduler,
             # (Tune ignores max_concurrent_trials beside a search generator: it goes here)
             search_alg=BasicVariantGenerator(
-                random_state=self.seed, max_concurrent=self.max_concurrent or 0
+                random_state=self.seed, max_concurrent=self.max_concurrent or concurrent
             ),
             num_samples=self.num_samples,
             trial_dirname_creator=_trial_dirname,
@@ -277,6 +305,7 @@ class TuneSweeperBase(Sweeper):
             scheduled_metric(objective),
             os.getcwd(),
             verdicts,
+            resources.workers_outside is not None,
         )
         trainable = tune.with_resources(
             trial, tune.PlacementGroupFactory(resources.bundles, resources.strategy)
@@ -292,7 +321,9 @@ class TuneSweeperBase(Sweeper):
             tuner = tune.Tuner(
                 trainable,
                 param_space=space.space,
-                tune_config=self._tune_config(verdicts, maximize),
+                tune_config=self._tune_config(
+                    verdicts, maximize, resources.concurrent(ray.cluster_resources())
+                ),
                 run_config=run_config,
             )
         results = tuner.fit()
@@ -319,6 +350,7 @@ def _trial_function(
     metric,
     cwd,
     verdicts: str,
+    workers_outside: bool,
 ):
     def trial(params: dict) -> None:
         import ray
@@ -360,7 +392,7 @@ def _trial_function(
                 board.stopped.remote(trial_id)
             )
 
-        _data_tasks_in_the_trial_group()
+        _place_data_tasks(outside_the_group=workers_outside)
         HydraConfig.instance().set_config(job)
         set_epoch_reporter(report)
         try:
@@ -469,25 +501,32 @@ def _verdict_scheduler(base):
     return VerdictScheduler
 
 
-def _data_tasks_in_the_trial_group() -> None:
+def _place_data_tasks(outside_the_group: bool) -> None:
     """Ray Data schedules its tasks and actors SPREAD across the cluster, outside the trial's
     placement group, where every CPU may be held by trials: they would wait for good. Inside
     the group they use the trial's own bundles (idle while the trial reads, preprocesses and
-    scores). Dask-on-Ray tasks and actors without a strategy follow the group already."""
+    scores); the trial's other tasks go there too. A DDP trial's group holds no CPU (Ray
+    Train's workers are in a group of their own): its tasks run outside it, in CPUs the
+    sweep's concurrency leaves free (TrialResources.concurrent)."""
     import warnings
 
     import ray
     from ray.data import DataContext
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+    from runner.runtime import place_tasks
+
     group = ray.util.get_current_placement_group()
     if group is None:
         return
+    if outside_the_group:
+        place_tasks("DEFAULT")
+        return
+    strategy = PlacementGroupSchedulingStrategy(group, placement_group_capture_child_tasks=True)
+    place_tasks(strategy)
     with warnings.catch_warnings():  # deprecated "after January 2027", no replacement yet
         warnings.simplefilter("ignore")
-        DataContext.get_current().scheduling_strategy = PlacementGroupSchedulingStrategy(
-            group, placement_group_capture_child_tasks=True
-        )
+        DataContext.get_current().scheduling_strategy = strategy
 
 
 def _report(config, sweep_dir: Path, results, space: SearchSpace, objective: str, maximize: bool):
