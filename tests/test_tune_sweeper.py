@@ -80,6 +80,30 @@ def test_asha_prunes_some_trials_and_completes_others(tmp_path):
     assert len(list(cache.glob("*/meta.json"))) == 1  # preprocessed once for the sweep
 
 
+def test_optuna_search_samples_the_space(tmp_path):
+    """search=optuna: Tune's OptunaSearch (TPE) draws the trials from Hydra's sweep syntax."""
+    result, sweep_dir = run_sweep(
+        tmp_path,
+        "hydra.sweeper.search=optuna",
+        "hydra.sweeper.num_samples=4",
+        "hydra.sweeper.seed=5",
+        "hydra.sweeper.scheduler=none",
+        "trainer.epochs=2",
+        "dataset.synthetic_rows=2000",
+        "trainer.learning_rate=tag(log, interval(0.0001, 0.1))",
+        "model.hidden_size=choice(16,32)",
+        "sweep.objective=val/roc_auc",
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "search: Optuna's TPE sampler" in result.stdout + result.stderr
+    report = pd.read_csv(sweep_dir / "sweep_report.csv")
+    assert len(report) == 4 and (report["status"] == "completed").all()
+    rates = report["param:trainer.learning_rate"].astype(float)
+    assert rates.between(0.0001, 0.1).all() and rates.nunique() == 4
+    assert set(report["param:model.hidden_size"].astype(int)) <= {16, 32}
+    assert report["objective"].notna().all()
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [

@@ -11,9 +11,11 @@ lives in <sweep dir>/.tune (resume: hydra.sweeper.resume=true).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 SEARCHES = ("random", "grid", "optuna")
 SCHEDULERS = ("asha", "none")
 EXPERIMENT = ".tune"  # Tune's state, inside the sweep dir
+NUMBERS = ".trial_numbers.json"  # trial id -> sweep subdir, inside the sweep dir
 FINISHED = ("completed", "pruned")  # trials a resumed sweep does not run again
 STATE_SAVE_S = "2"  # how often Tune saves the experiment's state (its default: 10 s or more)
 
@@ -194,14 +197,6 @@ class TuneSweeperBase(Sweeper):
                 f"hydra.sweeper.scheduler={self.scheduler} is unknown; use one of: "
                 f"{', '.join(SCHEDULERS)}"
             )
-        if self.search == "optuna":
-            import optuna
-
-            raise UserError(
-                f"hydra.sweeper.search=optuna needs optuna >= 3.0 (Ray Tune's OptunaSearch); this "
-                f"environment has {optuna.__version__}, pinned below 3 by hydra-optuna-sweeper. Use "
-                "search=random, or hydra/sweeper=optuna for Optuna's own sweeper"
-            )
         if self.num_samples < 1:
             raise UserError(f"hydra.sweeper.num_samples={self.num_samples} must be at least 1")
 
@@ -246,7 +241,6 @@ class TuneSweeperBase(Sweeper):
     def _tune_config(self, verdicts: str, maximize: bool, concurrent: int):
         from ray import tune
         from ray.tune.schedulers import ASHAScheduler
-        from ray.tune.search import BasicVariantGenerator
 
         scheduler = None
         if self.scheduler == "asha":
@@ -261,16 +255,26 @@ class TuneSweeperBase(Sweeper):
             metric="objective",
             mode="max" if maximize else "min",
             scheduler=scheduler,
-            # (Tune ignores max_concurrent_trials beside a search generator: it goes here)
-            search_alg=BasicVariantGenerator(
-                random_state=self.seed, max_concurrent=self.max_concurrent or concurrent
-            ),
+            search_alg=self._search_algorithm(self.max_concurrent or concurrent),
             num_samples=self.num_samples,
             trial_dirname_creator=_trial_dirname,
             # A trial's process (torch, Hydra and the product imported: about 3 s here) serves
             # the next trial of the same resources.
             reuse_actors=True,
         )
+
+    def _search_algorithm(self, concurrent: int):
+        """Tune's basic generator (random, grid) or Optuna's TPE; `concurrent` trials at most
+        (Tune ignores max_concurrent_trials beside a search algorithm: it goes here)."""
+        from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
+
+        if self.search != "optuna":
+            return BasicVariantGenerator(random_state=self.seed, max_concurrent=concurrent)
+        from ray.tune.search.optuna import OptunaSearch
+
+        searcher = OptunaSearch(seed=self.seed)  # metric and mode: from the TuneConfig
+        log.info("search: Optuna's TPE sampler (ray.tune.search.optuna.OptunaSearch)")
+        return ConcurrencyLimiter(searcher, concurrent) if concurrent else searcher
 
     def _sweep(self, arguments: list[str]):
         import ray
@@ -293,8 +297,9 @@ class TuneSweeperBase(Sweeper):
         runtime.check()
         runtime.start()
         verdicts = _verdicts_name(sweep_dir)
-        board = ray.remote(_VerdictsActor).options(name=verdicts, get_if_exists=True, num_cpus=0)
-        board = board.remote()  # lives as long as this driver: trials and scheduler find it by name
+        board = ray.remote(_SweepBoard).options(name=verdicts, get_if_exists=True, num_cpus=0)
+        # lives as long as this driver: trials and scheduler find it by name
+        board = board.remote(str(sweep_dir / NUMBERS))
         trial = _trial_function(
             self.hydra_context,
             self.task_function,
@@ -328,16 +333,17 @@ class TuneSweeperBase(Sweeper):
             )
         results = tuner.fit()
         log.info("Tune sweep: %d trials in %.1fs", len(results), time.perf_counter() - started)
-        return _report(self.config, sweep_dir, results, space, objective, maximize)
+        return _report(self.config, sweep_dir, results, space, objective, maximize, board)
 
 
 def _trial_dirname(trial) -> str:
     return trial.trial_id
 
 
-def _trial_number(trial_id: str) -> int:
-    """Tune's trial ids end in a per-experiment counter (<uuid>_00003): the sweep subdir."""
-    return int(trial_id.rsplit("_", 1)[-1])
+def _trial_number(board, trial_id: str) -> int:
+    import ray
+
+    return ray.get(board.number.remote(trial_id))
 
 
 def _trial_function(
@@ -365,7 +371,8 @@ def _trial_function(
         # Tune runs trials in a working dir of its own: relative paths stay the user's.
         os.chdir(cwd)
         trial_id = tune.get_context().get_trial_id()
-        number = _trial_number(trial_id)
+        board = ray.get_actor(verdicts)
+        number = _trial_number(board, trial_id)
         trial_dir = sweep_dir / str(number)
         finished = _finished_record(trial_dir)
         if finished is not None:  # it ended after Tune last saved its state, then the driver died
@@ -381,7 +388,6 @@ def _trial_function(
             job.hydra.job.num = number
 
         curve: list[list] = []  # [epoch, objective] as reported: kept in trial.json for a resume
-        board = ray.get_actor(verdicts)
 
         def report(record: dict) -> bool:
             values = {"train": record["train"], "validation": record["validation"]}
@@ -466,17 +472,39 @@ def _verdicts_name(sweep_dir: Path) -> str:
     return "tune-verdicts-" + hashlib.sha1(str(sweep_dir).encode()).hexdigest()[:12]
 
 
-class _VerdictsActor:
-    """The trials the scheduler stopped, for the trials to read (a Ray actor, by name)."""
+class _SweepBoard:
+    """A Ray actor, found by name: the trials the scheduler stopped, for the trials to read,
+    and each trial's number (its sweep subdir)."""
 
-    def __init__(self):
+    def __init__(self, numbers_file: str):
         self._stopped: set[str] = set()
+        self._file = Path(numbers_file)
+        self._numbers: dict[str, int] = (
+            json.loads(self._file.read_text()) if self._file.is_file() else {}
+        )
 
     def stop(self, trial_id: str) -> None:
         self._stopped.add(trial_id)
 
     def stopped(self, trial_id: str) -> bool:
         return trial_id in self._stopped
+
+    def number(self, trial_id: str) -> int:
+        """The counter in Tune's ids from its basic generator (<uuid>_00003); a searcher's
+        trials have random ids, numbered in the order they first ask. Kept in the sweep dir,
+        so a resumed sweep gives every trial its old number."""
+        if trial_id not in self._numbers:
+            counter = re.fullmatch(r"[0-9a-f]+_(\d+)", trial_id)
+            taken = set(self._numbers.values())
+            self._numbers[trial_id] = (
+                int(counter.group(1))
+                if counter
+                else next(n for n in itertools.count() if n not in taken)
+            )
+            partial = self._file.with_suffix(".partial")
+            partial.write_text(json.dumps(self._numbers))
+            os.replace(partial, self._file)
+        return self._numbers[trial_id]
 
 
 def _verdict_scheduler(base):
@@ -529,7 +557,9 @@ def _place_data_tasks(outside_the_group: bool) -> None:
         DataContext.get_current().scheduling_strategy = strategy
 
 
-def _report(config, sweep_dir: Path, results, space: SearchSpace, objective: str, maximize: bool):
+def _report(
+    config, sweep_dir: Path, results, space: SearchSpace, objective: str, maximize: bool, board
+):
     from runner.sweeps.report import record_jobs, write_report
 
     jobs, curves = [], {}
@@ -537,14 +567,14 @@ def _report(config, sweep_dir: Path, results, space: SearchSpace, objective: str
         trial_id = Path(result.path).name  # _trial_dirname
         frame = result.metrics_dataframe
         if frame is not None and {"objective", "epoch"} <= set(frame.columns):
-            curves[_trial_number(trial_id)] = frame[["epoch", "objective"]].drop_duplicates(
+            curves[_trial_number(board, trial_id)] = frame[["epoch", "objective"]].drop_duplicates(
                 "epoch", keep="last"
             )
         params = {k: result.config[k] for k in space.keys if k in result.config}
         error = str(result.error).splitlines()[0] if result.error else ""
         jobs.append(
             {
-                "num": _trial_number(trial_id),
+                "num": _trial_number(board, trial_id),
                 "overrides": space.overrides(params)[len(space.fixed) :],
                 "status": "failed" if result.error else "completed",
                 "error": error,
