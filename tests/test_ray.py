@@ -166,8 +166,12 @@ def test_windowed_streaming_loader(tmp_path, cache_dir):
     assert metrics["test"]["label/roc_auc"] > 0.85
 
 
-def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir):
-    from runner.loading.ray_data import RayDataLoader
+@pytest.mark.parametrize("mode", ["in_heap", "object_store", "streaming"])
+def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir, mode, monkeypatch):
+    """Every row exactly once across two workers' shards, however they are served: a fully
+    executed split's contiguous blocks (tensors in the worker's heap, or, past
+    HEAP_SHARD_BYTES, a split iterated from the object store) or a streaming split."""
+    from runner.loading import ray_data
     from runner.model.layout import Layout
 
     ray_run(tmp_path / "pre", cache_dir, "command=preprocess", "processor.parallelism=4")
@@ -177,11 +181,15 @@ def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir):
 
     split = Location(str(meta_path.parent / meta["data"] / "validation"))
     layout = Layout.from_meta(meta, check_config(compose_config([])).model)
-    loader = instantiate(
-        compose_config(["loader=ray", "loader.batch_size=64", "loader.eval_batch_size=100"]).loader
-    )
-    assert isinstance(loader, RayDataLoader)
+    overrides = ["loader=ray", "loader.batch_size=64", "loader.eval_batch_size=100"]
+    if mode == "streaming":
+        overrides.append("loader.window_size_bytes=1000000")
+    if mode == "object_store":
+        monkeypatch.setattr(ray_data, "HEAP_SHARD_BYTES", 0)
+    loader = instantiate(compose_config(overrides).loader)
+    assert isinstance(loader, ray_data.RayDataLoader)
     shards = loader.shards(split, 2, equal=False)
+    assert all((shard.pieces is not None) == (mode == "in_heap") for shard in shards)
     import threading
 
     seen = [None, None]
@@ -200,6 +208,18 @@ def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir):
     assert sorted(np.concatenate(seen).tolist()) == sorted(
         pq.read_table(split.path)["__row__"].to_pylist()
     )
+    if mode == "in_heap":  # training batches: the shard's rows, reshuffled every epoch
+        rows = [
+            sum(
+                len(next(iter(inputs.values())))
+                for inputs, _ in loader.train_batches(shards[0], epoch, 0)
+            )
+            for epoch in (1, 2)
+        ]
+        expected = len(seen[0]) - (len(seen[0]) % 64 if loader.drop_last else 0)
+        assert rows == [expected] * 2
+        equal = loader.shards(split, 2, equal=True)
+        assert equal[0].rows == equal[1].rows == len(np.concatenate(seen)) // 2
 
 
 def test_s3_cache_with_inline_and_file_credentials(tmp_path, s3_server, caplog):

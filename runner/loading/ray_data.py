@@ -1,7 +1,11 @@
 """loader=ray: the cache read with Ray Data; each training worker iterates its own shard.
 
 fully_executed (default): the split is read once and materialized in the object
-store; every epoch iterates it from memory.
+store. A worker whose share is under HEAP_SHARD_BYTES gets the block references of its
+contiguous rows (no Ray task, no actor: a Tune trial's placement group has no CPU to spare
+for them), turns them into tensors once and reshuffles them every epoch in-process, as
+loader=local does. A larger share is a streaming_split of the materialized split, iterated
+from the object store every epoch.
 
 window_size_bytes: the split is never materialized. Every epoch streams the
 Parquet files in a new order (the file shuffle is reseeded after each pass),
@@ -17,6 +21,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runner.loading.tensors import TensorTable
@@ -27,6 +32,7 @@ from runner.storage import Location
 log = logging.getLogger(__name__)
 UNWINDOWED_SHUFFLE_ROWS = 100_000
 CHUNK_BATCHES = 32
+HEAP_SHARD_BYTES = 1 << 30  # a share under this is held in the worker's heap as tensors
 
 
 @dataclass
@@ -35,6 +41,8 @@ class RayShard:
     rows: int  # rows this worker sees (about, for unequal shards)
     bytes_per_row: float
     layout: Layout | None = None
+    pieces: list | None = None  # (block ref, first row, end row): a share held in the heap
+    table: TensorTable | None = None  # those rows as tensors, once opened
 
     def __len__(self) -> int:
         return self.rows
@@ -92,6 +100,12 @@ class RayDataLoader:
         )
         if self.fully_executed:
             dataset = dataset.materialize()
+            share = rows // world_size if equal else -(-rows // world_size)
+            if share * bytes_per_row < HEAP_SHARD_BYTES:
+                return [
+                    RayShard(None, end - start, bytes_per_row, pieces=pieces)
+                    for pieces, (start, end) in _shares(dataset, rows, world_size, equal)
+                ]
         if training and self.shuffle and self.fully_executed:
             dataset = dataset.randomize_block_order()
         if world_size == 1:
@@ -104,6 +118,15 @@ class RayDataLoader:
 
     def open(self, shard: RayShard, layout: Layout, equal: bool = False) -> RayShard:
         shard.layout = layout
+        if shard.pieces is not None and shard.table is None:
+            import ray
+
+            blocks = ray.get([ref for ref, _, _ in shard.pieces])
+            parts = [
+                _arrow(block).slice(start, end - start)
+                for block, (_, start, end) in zip(blocks, shard.pieces, strict=True)
+            ]
+            shard.table = TensorTable.from_arrow(pa.concat_tables(parts), layout)
         return shard
 
     def _buffer_rows(self, shard: RayShard) -> int:
@@ -113,6 +136,11 @@ class RayDataLoader:
         return max(chunk, min(shard.rows, UNWINDOWED_SHUFFLE_ROWS))
 
     def train_batches(self, shard: RayShard, epoch: int, seed: int) -> Iterator[tuple[dict, dict]]:
+        if shard.table is not None:  # reshuffled in the heap every epoch, as loader=local does
+            yield from shard.table.batches(
+                self.batch_size, self.shuffle, self.drop_last, seed=seed * 100003 + epoch
+            )
+            return
         # Arrow -> tensors once per chunk of CHUNK_BATCHES batches, not once per batch. A chunk
         # is a whole number of batches, so workers with equal rows take equal numbers of steps.
         chunks = shard.source.iter_batches(
@@ -129,9 +157,49 @@ class RayDataLoader:
             )
 
     def eval_batches(self, shard: RayShard) -> Iterator[TensorTable]:
+        if shard.table is not None:
+            yield from shard.table.chunks(self.eval_batch_size)
+            return
         for batch in shard.source.iter_batches(
             batch_size=self.eval_batch_size,
             batch_format="pyarrow",
             prefetch_batches=self.prefetch_batches,
         ):
             yield TensorTable.from_arrow(batch, shard.layout)
+
+
+def _shares(dataset, rows: int, world_size: int, equal: bool) -> list[tuple[list, tuple]]:
+    """Each worker's contiguous rows of a materialized dataset, as (block ref, first, end)
+    pieces, from the blocks' metadata alone. equal: every worker the same count (the rest
+    dropped, as streaming_split(equal=True) does); else every row once."""
+    blocks = []  # (ref, first row in the block, end row in the block)
+    for bundle in dataset.iter_internal_ref_bundles():
+        for entry, cut in zip(bundle.blocks, bundle.slices, strict=True):
+            first, end = (
+                (0, entry.metadata.num_rows) if cut is None else (cut.start_offset, cut.end_offset)
+            )
+            blocks.append((entry.ref, first, end))
+    per = rows // world_size
+    bounds = [
+        (r * per, (r + 1) * per)
+        if equal
+        else (rows * r // world_size, rows * (r + 1) // world_size)
+        for r in range(world_size)
+    ]
+    shares = []
+    for start, end in bounds:
+        pieces, offset = [], 0
+        for ref, first, last in blocks:
+            lo, hi = max(start, offset), min(end, offset + last - first)
+            if lo < hi:
+                pieces.append((ref, first + lo - offset, first + hi - offset))
+            offset += last - first
+        shares.append((pieces, (start, end)))
+    return shares
+
+
+def _arrow(block) -> pa.Table:
+    """A Ray Data block as an Arrow table (blocks read from Parquet are Arrow already)."""
+    return (
+        block if isinstance(block, pa.Table) else pa.Table.from_pandas(block, preserve_index=False)
+    )
