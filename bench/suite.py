@@ -230,6 +230,7 @@ class Suite:
             ),
             "preprocessing_seconds": metrics["training"]["preprocessing_seconds"],
             "first_step_seconds": logged_seconds(log, r"first training step done ([\d.]+)s"),
+            "ray_start_seconds": logged_seconds(log, r"started a local Ray \(.*?\) in ([\d.]+)s"),
             "cache_entry": metrics["training"]["cache_entry"],
         }
         self.record(section or f"experiment {backend}", label(rows), figures)
@@ -364,6 +365,41 @@ class Suite:
         return {f"bare_1{suffix}": one, f"bare_2{suffix}": two, f"ceiling{suffix}": two / one}
 
     # -- out of core (issue 3) -----------------------------------------------------------------
+    # -- the distributed path's overhead (issue 16) ----------------------------------------
+    def overhead(self, data: Path, rows: int, rounds: int = 2) -> dict:
+        """The forced distributed path (Dask preprocessing, Ray Data loader) with one trainer
+        and with 2 Horovod workers, against the local experiment: side by side, interleaved,
+        fresh caches, the best of `rounds` of each (shared, noisy machines)."""
+        forced = ["processor=dask", "loader=ray"]
+        variants = {
+            "local": ("local", []),
+            "ray": ("ray", forced),
+            "horovod": ("ray", [*forced, "trainer=horovod", "trainer.num_workers=2"]),
+        }
+        best: dict[str, dict] = {}
+        for _ in range(rounds):
+            for name, (backend, extra) in variants.items():
+                run = self.experiment(data, rows, backend, 3, extra, section=f"overhead {name}")
+                if name not in best or run["wall_seconds"] < best[name]["wall_seconds"]:
+                    best[name] = run
+        local, ray, horovod = best["local"], best["ray"], best["horovod"]
+        figures = {
+            "local_seconds": local["wall_seconds"],
+            "ray_seconds": ray["wall_seconds"],
+            "horovod_seconds": horovod["wall_seconds"],
+            "ray_vs_local": ratio(ray["wall_seconds"], local["wall_seconds"]),
+            "horovod_vs_local": ratio(horovod["wall_seconds"], local["wall_seconds"]),
+            "local_first_step_seconds": local["first_step_seconds"],
+            "ray_first_step_seconds": ray["first_step_seconds"],
+            "ray_start_seconds": ray["ray_start_seconds"],
+            "local_samples_per_second": local["steady_train_samples_per_second"],
+            "ray_samples_per_second": ray["steady_train_samples_per_second"],
+        }
+        for name in variants:  # the rounds' records: replaced by the summary
+            self.figures["sections"].pop(f"overhead {name}", None)
+        self.record("overhead", label(rows), figures)
+        return figures
+
     def out_of_core(self, data: Path, rows: int, object_store_mb: int = 128) -> dict:
         name = f"ooc-{rows}"
         run_dir = self.work / "runs" / name
@@ -554,6 +590,61 @@ def render_markdown(figures: dict) -> str:
                     sc[f"ceiling{when}"],
                     "the ceiling for 2 workers",
                 )
+    for size, over in s.get("overhead", {}).items():
+        row(
+            "forced distributed path (dask, ray data), one trainer vs local: wall",
+            size,
+            over["ray_seconds"],
+            over["local_seconds"],
+            over["ray_vs_local"],
+            "<= 1.5x",
+            "s",
+        )
+        row(
+            "the same with 2 Horovod workers vs local: wall",
+            size,
+            over["horovod_seconds"],
+            over["local_seconds"],
+            over["horovod_vs_local"],
+            "<= 2x",
+            "s",
+        )
+        late = (
+            over["ray_first_step_seconds"] - over["local_first_step_seconds"]
+            if over["ray_first_step_seconds"] and over["local_first_step_seconds"]
+            else None
+        )
+        row(
+            "first training step, forced distributed path minus local (Ray's start: reference)",
+            size,
+            late,
+            over["ray_start_seconds"],
+            None,
+            "<= Ray's start + 3 s",
+            "s",
+        )
+        row(
+            "training samples/s after epoch 1, Ray Data loader vs local loader (one worker)",
+            size,
+            over["ray_samples_per_second"],
+            over["local_samples_per_second"],
+            ratio(over["ray_samples_per_second"], over["local_samples_per_second"]),
+            ">= 0.95x",
+        )
+    for size in s.get("preprocessing pandas", {}):
+        pandas, dask = (
+            s["preprocessing pandas"][size],
+            s.get("preprocessing dask", {}).get(size),
+        )
+        if dask:
+            row(
+                "preprocessing rows/s, dask on Ray vs pandas",
+                size,
+                dask["rows_per_second"],
+                pandas["rows_per_second"],
+                ratio(dask["rows_per_second"], pandas["rows_per_second"]),
+                ">= 0.5x at 1M, >= 1x at 10M",
+            )
     ooc = s.get("out of core", {})
     for size, fig in ooc.items():
         row(
@@ -688,8 +779,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated sections to skip: processors,ray,scaling,ooc,sweeps,tune,serving,"
-        "prediction",
+        help="comma-separated sections to skip: processors,ray,scaling,overhead,ooc,sweeps,tune,"
+        "serving,prediction",
     )
     parser.add_argument(
         "--only",
@@ -717,6 +808,8 @@ def main(argv: list[str] | None = None) -> None:
                 suite.scaling(data, rows)
             if "preprocessing" in only:  # pandas: cold build and cache hit, measured together
                 suite.preprocessing(data, rows, "pandas")
+        if "overhead" in only:
+            overhead_section(suite, work, args.smoke)
         if "tune" in only:
             tune_section(suite, work, args.smoke)
         if "serving" in only:
@@ -746,9 +839,11 @@ def main(argv: list[str] | None = None) -> None:
             suite.experiment(data, rows, "ray", epochs)
         if "scaling" not in skip and (rows == 100_000 or args.smoke):
             suite.scaling(data, rows)
+    if "overhead" not in skip:
+        overhead_section(suite, work, args.smoke)
     if "ooc" not in skip:
         # Two sizes: bounded memory means the peak does not grow with the data.
-        for rows in [4000] if args.smoke else [1_000_000, 4_000_000]:
+        for rows in [4000] if args.smoke else [1_000_000, 10_000_000]:
             suite.out_of_core(write_csv(rows, work / "data" / f"ooc-{rows}.csv"), rows, 128)
     if "sweeps" not in skip:
         from bench.sweeps import sweep_figures
@@ -774,6 +869,13 @@ def prediction_section(suite, work: Path, smoke: bool) -> None:
     suite.figures["sections"].pop("prediction", None)
     for name, figures in prediction_figures(work, data, measure).items():
         suite.record("prediction", name, figures)
+
+
+def overhead_section(suite, work: Path, smoke: bool) -> None:
+    rows = 2000 if smoke else 100_000
+    path = work / "data" / f"synthetic-{rows}.csv"
+    suite.figures["sections"].pop("overhead", None)
+    suite.overhead(path if path.exists() else write_csv(rows, path), rows, 1 if smoke else 2)
 
 
 def tune_section(suite, work: Path, smoke: bool) -> None:

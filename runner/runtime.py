@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import sys
+import time
 
 from runner.errors import UserError
 
@@ -124,6 +125,7 @@ class RayRuntime:
         if ray.is_initialized():
             log.info("ray backend: using the Ray session this process already has")
             return ray
+        started = time.perf_counter()
         if self._target:
             try:
                 context = ray.init(address=self._target, log_to_driver=self.worker_logs)
@@ -132,7 +134,11 @@ class RayRuntime:
                     f"cannot attach to the Ray cluster at {self._target} ({exc}); check backend.address "
                     "(or RAY_ADDRESS) and that the cluster runs the same Ray version"
                 ) from None
-            log.info("ray backend: attached to the cluster at %s", self._target)
+            log.info(
+                "ray backend: attached to the cluster at %s in %.2fs",
+                self._target,
+                time.perf_counter() - started,
+            )
         else:
             # "local": Ray would otherwise attach to whatever cluster `ray start` left running
             # here (its address file), ignoring num_cpus; null means a Ray of this run's own.
@@ -147,7 +153,9 @@ class RayRuntime:
                 log_to_driver=self.worker_logs,
             )
             log.info(
-                "ray backend: started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU")
+                "ray backend: started a local Ray (%s CPUs) in %.2fs",
+                ray.cluster_resources().get("CPU"),
+                time.perf_counter() - started,
             )
         if getattr(context, "dashboard_url", None):
             log.info("ray dashboard: http://%s", context.dashboard_url)

@@ -42,6 +42,7 @@ def test_every_figure_is_produced(tmp_path):
         "experiment ray",
         "loader local",
         "scaling",
+        "overhead",
         "out of core",
         "sweeps",
         "tune",
@@ -67,6 +68,10 @@ def test_every_figure_is_produced(tmp_path):
         "ddp_fp16_2",
     ):
         assert figures["scaling"][size][key] > 0
+    over = figures["overhead"][size]
+    assert over["ray_vs_local"] > 0 and over["horovod_vs_local"] > 0
+    assert over["ray_start_seconds"] > 0 and over["ray_first_step_seconds"] > 0
+    assert over["ray_samples_per_second"] > 0
     assert figures["out of core"]["4k"]["peak_memory_mb"] > 0
     assert figures["sweeps"]["3 trials"]["ray_seconds"] > 0
     tune = figures["tune"]["2 trials"]
@@ -85,6 +90,11 @@ def test_every_figure_is_produced(tmp_path):
         "horovod: 2 workers vs 1",
         "hardware: 2 bare loops at once",
         "out-of-core peak memory",
+        "one trainer vs local: wall",
+        "2 Horovod workers vs local: wall",
+        "first training step, forced distributed path minus local",
+        "Ray Data loader vs local loader",
+        "dask on Ray vs pandas",
         "sweep of 3 trials",
         "tune sweep of 2 trials: ASHA vs no scheduler",
         "`python run.py --help`",

@@ -1,11 +1,13 @@
 """loader=ray: the cache read with Ray Data; each training worker iterates its own shard.
 
-fully_executed (default): the split is read once and materialized in the object
-store. A worker whose share is under HEAP_SHARD_BYTES gets the block references of its
-contiguous rows (no Ray task, no actor: a Tune trial's placement group has no CPU to spare
-for them), turns them into tensors once and reshuffles them every epoch in-process, as
-loader=local does. A larger share is a streaming_split of the materialized split, iterated
-from the object store every epoch.
+fully_executed (default): a worker whose share of the split is under HEAP_SHARD_BYTES
+reads its contiguous rows straight from the cache's Parquet row groups (found from the
+footers), turns them into tensors once and reshuffles them every epoch in-process, as
+loader=local does. No Ray Data execution, task or actor: profiled at 100k rows, each
+split's read_parquet().materialize() cost 1.2-2.7 s of Ray Data start-up for one block,
+and a Tune trial's placement group has no CPU to spare for split tasks. A larger share is
+read and materialized by Ray Data into the object store and iterated from there every
+epoch (a streaming_split between the workers).
 
 window_size_bytes: the split is never materialized. Every epoch streams the
 Parquet files in a new order (the file shuffle is reseeded after each pass),
@@ -41,22 +43,24 @@ class RayShard:
     rows: int  # rows this worker sees (about, for unequal shards)
     bytes_per_row: float
     layout: Layout | None = None
-    pieces: list | None = None  # (block ref, first row, end row): a share held in the heap
+    split: Location | None = None  # a share held in the heap: read from here, by
+    pieces: list | None = None  # (file, row group, first row, end row) in the row group
     table: TensorTable | None = None  # those rows as tensors, once opened
 
     def __len__(self) -> int:
         return self.rows
 
 
-def split_size(split: Location) -> tuple[int, float]:
-    """(rows, uncompressed bytes per row) from the Parquet footers alone."""
+def row_groups(split: Location) -> list[tuple[str, int, int, int]]:
+    """(file, row group, rows, uncompressed bytes) of every row group, from the footers."""
     filesystem = split.arrow_filesystem()
-    rows, size = 0, 0
+    groups = []
     for path in split.files():
         meta = pq.read_metadata(path, filesystem=filesystem)
-        rows += meta.num_rows
-        size += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    return rows, (size / rows if rows else 1.0)
+        for i in range(meta.num_row_groups):
+            group = meta.row_group(i)
+            groups.append((path, i, group.num_rows, group.total_byte_size))
+    return groups
 
 
 class RayDataLoader:
@@ -88,7 +92,15 @@ class RayDataLoader:
         require_ray("loader=ray")
         import ray.data
 
-        rows, bytes_per_row = split_size(split)
+        groups = row_groups(split)
+        rows = sum(g[2] for g in groups)
+        bytes_per_row = sum(g[3] for g in groups) / rows if rows else 1.0
+        share = rows // world_size if equal else -(-rows // world_size)
+        if self.fully_executed and share * bytes_per_row < HEAP_SHARD_BYTES:
+            return [
+                RayShard(None, end - start, bytes_per_row, split=split, pieces=pieces)
+                for pieces, (start, end) in _shares(groups, rows, world_size, equal)
+            ]
         training = equal  # training shards are the equal ones
         shuffle_files = (
             ray.data.FileShuffleConfig(seed=self.seed)
@@ -100,33 +112,19 @@ class RayDataLoader:
         )
         if self.fully_executed:
             dataset = dataset.materialize()
-            share = rows // world_size if equal else -(-rows // world_size)
-            if share * bytes_per_row < HEAP_SHARD_BYTES:
-                return [
-                    RayShard(None, end - start, bytes_per_row, pieces=pieces)
-                    for pieces, (start, end) in _shares(dataset, rows, world_size, equal)
-                ]
         if training and self.shuffle and self.fully_executed:
             dataset = dataset.randomize_block_order()
         if world_size == 1:
             return [RayShard(dataset, rows, bytes_per_row)]
-        per_worker = rows // world_size if equal else -(-rows // world_size)
         return [
-            RayShard(it, per_worker, bytes_per_row)
+            RayShard(it, share, bytes_per_row)
             for it in dataset.streaming_split(world_size, equal=equal)
         ]
 
     def open(self, shard: RayShard, layout: Layout, equal: bool = False) -> RayShard:
         shard.layout = layout
         if shard.pieces is not None and shard.table is None:
-            import ray
-
-            blocks = ray.get([ref for ref, _, _ in shard.pieces])
-            parts = [
-                _arrow(block).slice(start, end - start)
-                for block, (_, start, end) in zip(blocks, shard.pieces, strict=True)
-            ]
-            shard.table = TensorTable.from_arrow(pa.concat_tables(parts), layout)
+            shard.table = TensorTable.from_arrow(read_pieces(shard.split, shard.pieces), layout)
         return shard
 
     def _buffer_rows(self, shard: RayShard) -> int:
@@ -168,17 +166,33 @@ class RayDataLoader:
             yield TensorTable.from_arrow(batch, shard.layout)
 
 
-def _shares(dataset, rows: int, world_size: int, equal: bool) -> list[tuple[list, tuple]]:
-    """Each worker's contiguous rows of a materialized dataset, as (block ref, first, end)
-    pieces, from the blocks' metadata alone. equal: every worker the same count (the rest
+def pieces_of(groups: list, start: int, end: int) -> list[tuple[str, int, int, int]]:
+    """Rows [start, end) of a split as (file, row group, first, end) pieces of its row groups."""
+    pieces, offset = [], 0
+    for path, index, count, _ in groups:
+        lo, hi = max(start, offset), min(end, offset + count)
+        if lo < hi:
+            pieces.append((path, index, lo - offset, hi - offset))
+        offset += count
+    return pieces
+
+
+def read_pieces(split: Location, pieces: list) -> pa.Table:
+    """The rows of those pieces, in order (an empty table of the split's schema for none)."""
+    filesystem, files, parts = split.arrow_filesystem(), {}, []
+    for path, group, first, end in pieces:
+        if path not in files:
+            files[path] = pq.ParquetFile(path, filesystem=filesystem)
+        parts.append(files[path].read_row_group(group).slice(first, end - first))
+    if not parts:  # fewer rows than workers: this one has none
+        path = split.files()[0]
+        parts = [pq.ParquetFile(path, filesystem=filesystem).schema_arrow.empty_table()]
+    return pa.concat_tables(parts)
+
+
+def _shares(groups: list, rows: int, world_size: int, equal: bool) -> list[tuple[list, tuple]]:
+    """Each worker's contiguous rows as pieces. equal: every worker the same count (the rest
     dropped, as streaming_split(equal=True) does); else every row once."""
-    blocks = []  # (ref, first row in the block, end row in the block)
-    for bundle in dataset.iter_internal_ref_bundles():
-        for entry, cut in zip(bundle.blocks, bundle.slices, strict=True):
-            first, end = (
-                (0, entry.metadata.num_rows) if cut is None else (cut.start_offset, cut.end_offset)
-            )
-            blocks.append((entry.ref, first, end))
     per = rows // world_size
     bounds = [
         (r * per, (r + 1) * per)
@@ -186,20 +200,4 @@ def _shares(dataset, rows: int, world_size: int, equal: bool) -> list[tuple[list
         else (rows * r // world_size, rows * (r + 1) // world_size)
         for r in range(world_size)
     ]
-    shares = []
-    for start, end in bounds:
-        pieces, offset = [], 0
-        for ref, first, last in blocks:
-            lo, hi = max(start, offset), min(end, offset + last - first)
-            if lo < hi:
-                pieces.append((ref, first + lo - offset, first + hi - offset))
-            offset += last - first
-        shares.append((pieces, (start, end)))
-    return shares
-
-
-def _arrow(block) -> pa.Table:
-    """A Ray Data block as an Arrow table (blocks read from Parquet are Arrow already)."""
-    return (
-        block if isinstance(block, pa.Table) else pa.Table.from_pandas(block, preserve_index=False)
-    )
+    return [(pieces_of(groups, start, end), (start, end)) for start, end in bounds]
