@@ -13,11 +13,13 @@ import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
+from runner.loading.ray_data import pieces_of, read_pieces, row_groups
 from runner.model.artifact import SavedModel
 from runner.processing.features import ROW_ID
 from runner.runtime import require_ray
 from runner.scoring.batch import ScoringTask, StagedParts, score_partition
 from runner.scoring.predictor import Predictor
+from runner.storage import Location
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,15 @@ class PoolSettings:
 class PartitionScorer:
     """One actor of the pool: loads the model once, then scores batch after batch."""
 
-    def __init__(self, saved: SavedModel, task: ScoringTask, parts: StagedParts | None, threads):
+    def __init__(
+        self,
+        saved: SavedModel,
+        task: ScoringTask,
+        parts: StagedParts | None,
+        threads,
+        split: Location | None = None,
+        batches: list | None = None,
+    ):
         import torch
 
         torch.set_num_threads(max(1, int(threads)))  # its share of the node, not every core
@@ -51,9 +61,14 @@ class PartitionScorer:
         saved.network.to(device)
         self.predictor = Predictor(saved, device=device)
         self.task, self.parts = task, parts
+        self.split, self.batches = split, batches  # a cache split: the pieces of each batch
 
     def __call__(self, batch) -> pd.DataFrame:
-        if self.task.processed:  # an Arrow batch of a cache split: its rows carry their numbers
+        if self.batches is not None:  # the numbers of batches of a cache split, to read here
+            numbers = batch["batch"].to_pylist()
+            pieces = [piece for n in numbers for piece in self.batches[n]]
+            data, row_ids = read_pieces(self.split, pieces), None
+        elif self.task.processed:  # an Arrow batch of a cache split: its rows carry their numbers
             data, row_ids = batch, None
         else:
             row_ids = batch[ROW_ID].to_numpy(dtype=np.int64)
@@ -72,12 +87,28 @@ class PartitionScorer:
 
 
 def score_on_ray(
-    dataset, saved: SavedModel, task: ScoringTask, settings: PoolSettings, parts
+    dataset,
+    saved: SavedModel,
+    task: ScoringTask,
+    settings: PoolSettings,
+    parts,
+    split: Location | None = None,
 ) -> tuple[int, list[dict]]:
-    """Scores a Ray Dataset (raw blocks with ROW_ID, or a cache split) with the actor pool;
-    returns (rows scored, each batch's statistics)."""
+    """Scores a Ray Dataset of raw blocks with ROW_ID, or a cache split (`split`, read by
+    the actors batch by batch), with the actor pool; returns (rows scored, each batch's
+    statistics)."""
     ray = require_ray("batch scoring on Ray")
     options = settings.ray_options()
+    batches = None
+    if split is not None:  # the batches' row-group pieces; the dataset: just their numbers
+        import ray.data
+
+        groups = row_groups(split)
+        rows = sum(g[2] for g in groups)
+        size = settings.batch_rows
+        batches = [pieces_of(groups, a, min(a + size, rows)) for a in range(0, rows, size)]
+        dataset = ray.data.from_items([{"batch": n} for n in range(len(batches))] or [{"batch": 0}])
+        batches = batches or [[]]
     log.info(
         "scoring on Ray: %d actor(s) of %s, batches of %d rows",
         settings.actors,
@@ -91,8 +122,10 @@ def score_on_ray(
             "task": task,
             "parts": parts,
             "threads": options["num_cpus"] or 1,
+            "split": split,
+            "batches": batches,
         },
-        batch_size=settings.batch_rows,
+        batch_size=1 if batches is not None else settings.batch_rows,
         batch_format="pyarrow" if task.processed else "pandas",
         compute=ray.data.ActorPoolStrategy(
             size=settings.actors
