@@ -22,6 +22,7 @@ import pandas as pd
 from runner.processing.features import ROW_ID
 from runner.processing.pipeline import map_raw, read_raw
 from runner.processing.source import DataSource
+from runner.runtime import task_options
 from runner.scoring.batch import (
     PartitionResult,
     ScoringTask,
@@ -96,8 +97,6 @@ def _split(ray, blocks: list, pieces: int) -> list:
     """The blocks cut into at least `pieces` blocks, by one Ray task per block (done before
     the pool starts: once its actors hold every CPU, no task could do it)."""
     each = -(-pieces // len(blocks))
-    from runner.runtime import task_options
-
     cut = ray.remote(num_cpus=1, num_returns=each)(_cut).options(**task_options())
     refs = [cut.remote(block, each) for block in blocks]
     refs = [r for group in refs for r in (group if isinstance(group, list) else [group])]

@@ -64,12 +64,10 @@ class PartitionScorer:
         self.split, self.batches = split, batches  # a cache split: the pieces of each batch
 
     def __call__(self, batch) -> pd.DataFrame:
-        if self.batches is not None:  # the numbers of batches of a cache split, to read here
-            numbers = batch["batch"].to_pylist()
+        if self.batches is not None:  # numbers of a cache split's batches: read here, rows
+            numbers = batch["batch"].to_pylist()  # carrying their own row numbers
             pieces = [piece for n in numbers for piece in self.batches[n]]
             data, row_ids = read_pieces(self.split, pieces), None
-        elif self.task.processed:  # an Arrow batch of a cache split: its rows carry their numbers
-            data, row_ids = batch, None
         else:
             row_ids = batch[ROW_ID].to_numpy(dtype=np.int64)
             data = batch.drop(columns=[ROW_ID]).reset_index(drop=True)
@@ -106,9 +104,10 @@ def score_on_ray(
         groups = row_groups(split)
         rows = sum(g[2] for g in groups)
         size = settings.batch_rows
-        batches = [pieces_of(groups, a, min(a + size, rows)) for a in range(0, rows, size)]
-        dataset = ray.data.from_items([{"batch": n} for n in range(len(batches))] or [{"batch": 0}])
-        batches = batches or [[]]
+        # (an empty split: one batch of no pieces, read as an empty table)
+        starts = range(0, max(rows, 1), size)
+        batches = [pieces_of(groups, a, min(a + size, rows)) for a in starts]
+        dataset = ray.data.from_items([{"batch": n} for n in range(len(batches))])
     log.info(
         "scoring on Ray: %d actor(s) of %s, batches of %d rows",
         settings.actors,
@@ -126,7 +125,7 @@ def score_on_ray(
             "batches": batches,
         },
         batch_size=1 if batches is not None else settings.batch_rows,
-        batch_format="pyarrow" if task.processed else "pandas",
+        batch_format="pyarrow" if batches is not None else "pandas",
         compute=ray.data.ActorPoolStrategy(
             size=settings.actors
         ),  # ray.data: loaded by Ray Data's callers

@@ -565,16 +565,15 @@ def _report(
     jobs, curves = [], {}
     for result in results:
         trial_id = Path(result.path).name  # _trial_dirname
+        number = _trial_number(board, trial_id)
         frame = result.metrics_dataframe
         if frame is not None and {"objective", "epoch"} <= set(frame.columns):
-            curves[_trial_number(board, trial_id)] = frame[["epoch", "objective"]].drop_duplicates(
-                "epoch", keep="last"
-            )
+            curves[number] = frame[["epoch", "objective"]].drop_duplicates("epoch", keep="last")
         params = {k: result.config[k] for k in space.keys if k in result.config}
         error = str(result.error).splitlines()[0] if result.error else ""
         jobs.append(
             {
-                "num": _trial_number(board, trial_id),
+                "num": number,
                 "overrides": space.overrides(params)[len(space.fixed) :],
                 "status": "failed" if result.error else "completed",
                 "error": error,
