@@ -32,30 +32,35 @@ log = logging.getLogger("runner")
 
 
 class AutoProcessor:
-    """processor=auto: Dask on Ray for data of dask_min_bytes or more; pandas for smaller data,
-    where spreading it over tasks costs more than it saves (and locally)."""
+    """processor=auto: pyarrow in Ray tasks (processor=arrow) for data of
+    distributed_min_bytes or more on Ray; pandas for smaller data, where spreading it over
+    tasks costs more than it saves (and locally)."""
 
     runs_on_ray = False  # until resolved: it never asks for Ray by itself
 
-    def __init__(self, parallelism: int | None, persist: bool, blocksize: str, dask_min_bytes: int):
-        self.dask = {"parallelism": parallelism, "persist": persist, "blocksize": blocksize}
-        self.dask_min_bytes = dask_min_bytes
+    def __init__(
+        self, parallelism: int | None, persist: bool, blocksize: str, distributed_min_bytes: int
+    ):
+        self.settings = {"parallelism": parallelism, "persist": persist, "blocksize": blocksize}
+        self.distributed_min_bytes = distributed_min_bytes
 
     def resolve(self, backend: Backend, source: DataSource) -> Processor:
         if not backend.runs_on_ray:
             return PandasProcessor()
-        size, limit = source.size_bytes(), self.dask_min_bytes
+        size, limit = source.size_bytes(), self.distributed_min_bytes
         if size >= limit:
-            from runner.processing.dask_engine import DaskProcessor
+            from runner.processing.arrow_engine import ArrowProcessor
 
             log.info(
-                "processor=auto picked dask: %.0f MB of data (processor.dask_min_bytes=%.0f MB)",
+                "processor=auto picked arrow: %.0f MB of data "
+                "(processor.distributed_min_bytes=%.0f MB)",
                 size / 2**20,
                 limit / 2**20,
             )
-            return DaskProcessor(**self.dask)
+            return ArrowProcessor(**self.settings)
         log.info(
-            "processor=auto picked pandas: %.1f MB of data is below processor.dask_min_bytes=%.0f MB",
+            "processor=auto picked pandas: %.1f MB of data is below "
+            "processor.distributed_min_bytes=%.0f MB",
             size / 2**20,
             limit / 2**20,
         )

@@ -208,17 +208,22 @@ class ModinProcessorConfig:
 
 
 @dataclass
-class DaskProcessorConfig(ModinProcessorConfig):
-    _target_: str = "runner.processing.dask_engine.DaskProcessor"
+class ArrowProcessorConfig(ModinProcessorConfig):
+    _target_: str = "runner.processing.arrow_engine.ArrowProcessor"
     persist: bool = True  # keep partitions in the object store between passes; false streams them
     blocksize: str = "64MB"  # CSV bytes per partition when parallelism is null
 
 
 @dataclass
-class AutoProcessorConfig(DaskProcessorConfig):
-    _target_: str = "runner.assembly.AutoProcessor"  # dask on Ray for large data, pandas otherwise
+class DaskProcessorConfig(ArrowProcessorConfig):
+    _target_: str = "runner.processing.dask_engine.DaskProcessor"
+
+
+@dataclass
+class AutoProcessorConfig(ArrowProcessorConfig):
+    _target_: str = "runner.assembly.AutoProcessor"  # arrow on Ray for large data, pandas otherwise
     # Below this much raw data, pandas beats spreading it over tasks (measured: bench/).
-    dask_min_bytes: int = 256 * 2**20
+    distributed_min_bytes: int = 256 * 2**20
 
 
 # ---------------------------------------------------------------- trainer
@@ -524,6 +529,7 @@ def register_configs() -> None:
     cs.store(group="backend", name="horovod_schema", node=HorovodBackendConfig)
     cs.store(group="processor", name="pandas_schema", node=PandasProcessorConfig)
     cs.store(group="processor", name="dask_schema", node=DaskProcessorConfig)
+    cs.store(group="processor", name="arrow_schema", node=ArrowProcessorConfig)
     cs.store(group="processor", name="modin_schema", node=ModinProcessorConfig)
     cs.store(group="processor", name="auto_schema", node=AutoProcessorConfig)
     cs.store(group="trainer", name="trainer_schema", node=TrainerConfig)

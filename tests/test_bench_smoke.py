@@ -36,6 +36,7 @@ def test_every_figure_is_produced(tmp_path):
         "startup",
         "floor",
         "preprocessing pandas",
+        "preprocessing arrow",
         "preprocessing dask",
         "preprocessing modin",
         "experiment local",
@@ -51,7 +52,7 @@ def test_every_figure_is_produced(tmp_path):
     assert expected <= set(figures), sorted(figures)
     size = "2k"
     assert figures["floor"][size]["prep_rows_per_second"] > 0
-    for processor in ("pandas", "dask", "modin"):
+    for processor in ("pandas", "arrow", "dask", "modin"):
         pre = figures[f"preprocessing {processor}"][size]
         assert pre["rows_per_second"] > 0 and pre["cache_hit_seconds"] is not None
     assert figures["experiment local"][size]["first_step_seconds"] > 0
@@ -94,7 +95,8 @@ def test_every_figure_is_produced(tmp_path):
         "2 Horovod workers vs local: wall",
         "first training step, forced distributed path minus local",
         "Ray Data loader vs local loader",
-        "dask on Ray vs pandas",
+        "arrow on Ray (without Ray's start) vs pandas",
+        "dask on Ray (without Ray's start) vs pandas",
         "sweep of 3 trials",
         "tune sweep of 2 trials: ASHA vs no scheduler",
         "`python run.py --help`",

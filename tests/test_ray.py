@@ -81,7 +81,7 @@ def model_features():
 
 
 @pytest.mark.parametrize("name", ["mixed.csv", "mixed.parquet", None])
-def test_pandas_dask_modin_produce_identical_caches(tmp_path, mixed_files, name):
+def test_every_engine_produces_the_same_cache(tmp_path, mixed_files, name):
     if name is None:
         source = DataSource.from_config(DatasetConfig(synthetic_rows=150000))
         features = FeatureSet(
@@ -98,13 +98,18 @@ def test_pandas_dask_modin_produce_identical_caches(tmp_path, mixed_files, name)
         "dask-streaming": make_processor(
             "dask", "processor.persist=false", "processor.blocksize=20KB"
         ),
+        "arrow": make_processor("arrow", "processor.parallelism=5"),
+        "arrow-streaming": make_processor(
+            "arrow", "processor.persist=false", "processor.blocksize=20KB"
+        ),
     }
     results = {
         k: preprocess(e, source, features, SPLIT, str(tmp_path / k)) for k, e in engines.items()
     }
     reference = results["pandas"]
     assert reference.meta["partitions"] == 1
-    assert results["dask"].meta["partitions"] > 1 and results["modin"].meta["partitions"] > 1
+    for engine in ("dask", "modin", "arrow", "arrow-streaming"):
+        assert results[engine].meta["partitions"] > 1, engine
     for engine, result in results.items():
         assert_close(
             result.meta["features"], reference.meta["features"], engine
@@ -376,8 +381,10 @@ def test_auto_choices_follow_data_size_and_trainer(tmp_path, cache_dir, caplog):
     ray_run(tmp_path / "small", cache_dir, "command=preprocess")
     assert "processor=auto picked pandas" in caplog.text
     caplog.clear()
-    ray_run(tmp_path / "large", cache_dir, "command=preprocess", "processor.dask_min_bytes=1000")
-    assert "processor=auto picked dask" in caplog.text
+    ray_run(
+        tmp_path / "large", cache_dir, "command=preprocess", "processor.distributed_min_bytes=1000"
+    )
+    assert "processor=auto picked arrow" in caplog.text
     caplog.clear()
     ray_run(
         tmp_path / "train",
