@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -176,7 +177,8 @@ def _csv_pieces(source: DataSource, count: int) -> tuple[list[Piece], list[str]]
         n = 1 if path.endswith(COMPRESSED) else max(1, round(count * size / total))
         bounds = [size * i // n for i in range(n + 1)]
         pieces += [
-            Piece(path=path, start=a, end=b, names=tuple(names)) for a, b in zip(bounds, bounds[1:])
+            Piece(path=path, start=a, end=b, names=tuple(names))
+            for a, b in itertools.pairwise(bounds)
         ]
     return pieces, columns
 
@@ -200,7 +202,7 @@ def _parquet_pieces(source: DataSource, count: int) -> tuple[list[Piece], list[s
             cuts = [round(n * k / round(n / share)) for k in range(round(n / share) + 1)]
             pieces += [
                 Piece(path=path, row_groups=(group,), rows=b - a, slice=(a, b))
-                for a, b in zip(cuts, cuts[1:])
+                for a, b in itertools.pairwise(cuts)
             ]
             continue
         current.append(group)
