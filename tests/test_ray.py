@@ -106,10 +106,15 @@ def test_every_engine_produces_the_same_cache(tmp_path, mixed_files, name):
     results = {
         k: preprocess(e, source, features, SPLIT, str(tmp_path / k)) for k, e in engines.items()
     }
-    reference = results["pandas"]
-    assert reference.meta["partitions"] == 1
+    assert results["pandas"].meta["partitions"] == 1
     for engine in ("dask", "modin", "arrow", "arrow-streaming"):
         assert results[engine].meta["partitions"] > 1, engine
+    assert_same_caches(results)
+
+
+def assert_same_caches(results: dict) -> None:
+    """Every engine's entry equals pandas': statistics, vocabularies, rows, dtypes, values."""
+    reference = results["pandas"]
     for engine, result in results.items():
         assert_close(
             result.meta["features"], reference.meta["features"], engine
@@ -126,6 +131,42 @@ def test_every_engine_produces_the_same_cache(tmp_path, mixed_files, name):
                     )
                 else:
                     assert g.to_pylist() == w.to_pylist(), (engine, split, column)
+
+
+def test_arrow_cuts_files_into_pieces_that_cover_every_row_once(tmp_path):
+    """A directory of CSVs cut into many pieces, most of them mid-line, some holding no line
+    start at all; a gzipped CSV (never cut); Parquet files of several row groups (runs of
+    small groups, slices of a large one): processor=arrow builds pandas' cache from each."""
+    table = mixed_table(3000, seed=5)
+    csvs, parquets = tmp_path / "csvs", tmp_path / "parquets"
+    csvs.mkdir(), parquets.mkdir()
+    table.iloc[:1000].to_csv(csvs / "a.csv", index=False)
+    table.iloc[1000:].to_csv(csvs / "b.csv", index=False)
+    table.to_csv(tmp_path / "table.csv.gz", index=False)
+    table.iloc[:1800].to_parquet(parquets / "a.parquet", row_group_size=100)
+    table.iloc[1800:].to_parquet(parquets / "b.parquet", row_group_size=1200)
+    features = model_features()
+    cases = [  # data, arrow's settings, pieces at least
+        (csvs, ["processor.parallelism=400"], 300),  # ~1 KB pieces: lines are ~150 bytes
+        (csvs, ["processor.persist=false", "processor.parallelism=7"], 7),
+        (tmp_path / "table.csv.gz", ["processor.parallelism=4"], 1),
+        (parquets, ["processor.parallelism=6"], 6),
+    ]
+    for n, (data, arrow_settings, pieces) in enumerate(cases):
+        source = DataSource.from_config(
+            DatasetConfig(path=str(data), format="parquet" if data == parquets else "csv")
+        )
+        engines = {
+            "pandas": make_processor("pandas"),
+            "arrow": make_processor("arrow", *arrow_settings),
+        }
+        out = tmp_path / "caches" / str(n)
+        results = {
+            k: preprocess(e, source, features, SPLIT, str(out / k)) for k, e in engines.items()
+        }
+        assert results["arrow"].meta["partitions"] >= pieces, (data, arrow_settings)
+        assert sum(results["arrow"].meta["rows"].values()) == 3000, (data, arrow_settings)
+        assert_same_caches(results)
 
 
 def test_experiment_on_ray_with_dask_and_ray_data(tmp_path, cache_dir, caplog):

@@ -173,8 +173,10 @@ def _csv_pieces(source: DataSource, count: int) -> tuple[list[Piece], list[str]]
         if not names:
             raise UserError(f"dataset {source.path} is empty; give it a header row and data rows")
         columns += [n for n in names if n not in columns]
-        # A compressed file cannot be entered in the middle: one piece.
-        n = 1 if path.endswith(COMPRESSED) else max(1, round(count * size / total))
+        if path.endswith(COMPRESSED):  # cannot be entered in the middle: one piece, whole
+            pieces.append(Piece(path=path, names=tuple(names)))
+            continue
+        n = max(1, round(count * size / total))
         bounds = [size * i // n for i in range(n + 1)]
         pieces += [
             Piece(path=path, start=a, end=b, names=tuple(names))
