@@ -88,7 +88,12 @@ def local_reference(trained):
 
 @pytest.mark.parametrize(
     "processor",
-    [["processor=pandas"], ["processor=dask", "processor.parallelism=3"], ["processor=modin"]],
+    [
+        ["processor=pandas"],
+        ["processor=dask", "processor.parallelism=3"],
+        ["processor=modin"],
+        ["processor=arrow", "processor.parallelism=3"],
+    ],
 )
 def test_predict_and_evaluate_on_ray_equal_the_local_path(
     trained, local_reference, processor, caplog
