@@ -380,6 +380,7 @@ class Suite:
             "local": ("local", []),
             "ray": ("ray", forced),
             "horovod": ("ray", [*forced, "trainer=horovod", "trainer.num_workers=2"]),
+            "arrow": ("ray", ["processor=arrow", "loader=ray"]),  # the fastest engine on Ray
         }
         best: dict[str, dict] = {}
         for _ in range(rounds):
@@ -394,6 +395,8 @@ class Suite:
             "horovod_seconds": horovod["wall_seconds"],
             "ray_vs_local": ratio(ray["wall_seconds"], local["wall_seconds"]),
             "horovod_vs_local": ratio(horovod["wall_seconds"], local["wall_seconds"]),
+            "arrow_seconds": best["arrow"]["wall_seconds"],
+            "arrow_vs_local": ratio(best["arrow"]["wall_seconds"], local["wall_seconds"]),
             "local_first_step_seconds": local["first_step_seconds"],
             "ray_first_step_seconds": ray["first_step_seconds"],
             "ray_start_seconds": ray["ray_start_seconds"],
@@ -614,6 +617,16 @@ def render_markdown(figures: dict) -> str:
             "<= 2x",
             "s",
         )
+        if "arrow_seconds" in over:
+            row(
+                "the same one trainer with processor=arrow vs local: wall",
+                size,
+                over["arrow_seconds"],
+                over["local_seconds"],
+                over["arrow_vs_local"],
+                "",
+                "s",
+            )
         late = (
             over["ray_first_step_seconds"] - over["local_first_step_seconds"]
             if over["ray_first_step_seconds"] and over["local_first_step_seconds"]

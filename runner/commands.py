@@ -203,7 +203,8 @@ def _pool(run: Run):
     if use_gpu:
         resources.setdefault("GPU", 1.0)
     actors = trainer.num_workers or (int(gpus) if use_gpu and gpus else 1)
-    return PoolSettings(actors, run.settings.predict.batch_size, resources)
+    predict = run.settings.predict
+    return PoolSettings(actors, predict.batch_size, resources, predict.pool_min_rows)
 
 
 def _score_raw(run: Run, task):

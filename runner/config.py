@@ -437,9 +437,13 @@ class PredictConfig:
     # Rows per batch an actor scores on Ray (one Parquet part each); the actors themselves
     # come from trainer.num_workers / resources_per_worker / use_gpu.
     batch_size: int = 65536
+    # On Ray, a cache split (an experiment's test split) of fewer rows is scored in the
+    # driver: the pool's start (a fresh process importing torch) costs more than it saves.
+    pool_min_rows: int = 1_000_000
 
     def __post_init__(self):
         _require(self.batch_size >= 1, "predict.batch_size", "at least 1", self.batch_size)
+        _require(self.pool_min_rows >= 0, "predict.pool_min_rows", "0 or more", self.pool_min_rows)
         self.keep_columns = [str(c) for c in self.keep_columns]
 
 

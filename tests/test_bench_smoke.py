@@ -70,7 +70,7 @@ def test_every_figure_is_produced(tmp_path):
     ):
         assert figures["scaling"][size][key] > 0
     over = figures["overhead"][size]
-    assert over["ray_vs_local"] > 0 and over["horovod_vs_local"] > 0
+    assert over["ray_vs_local"] > 0 and over["horovod_vs_local"] > 0 and over["arrow_vs_local"] > 0
     assert over["ray_start_seconds"] > 0 and over["ray_first_step_seconds"] > 0
     assert over["ray_samples_per_second"] > 0
     assert figures["out of core"]["4k"]["peak_memory_mb"] > 0
@@ -93,6 +93,7 @@ def test_every_figure_is_produced(tmp_path):
         "out-of-core peak memory",
         "one trainer vs local: wall",
         "2 Horovod workers vs local: wall",
+        "one trainer with processor=arrow vs local: wall",
         "first training step, forced distributed path minus local",
         "Ray Data loader vs local loader",
         "arrow on Ray (without Ray's start) vs pandas",

@@ -179,7 +179,7 @@ def test_experiment_on_ray_with_dask_and_ray_data(tmp_path, cache_dir, caplog):
     assert metrics["test"]["label/roc_auc"] > 0.85
     meta = json.loads(next(cache_dir.glob("*/meta.json")).read_text())
     assert meta["processor"] == "dask"
-    # Scored by the actor pool on Ray: parts in predictions/
+    # A small test split on Ray: scored in the driver by the pool's scorer, parts in predictions/
     assert len(pd.read_parquet(tmp_path / "run" / "predictions")) == meta["rows"]["test"]
 
 
