@@ -418,7 +418,7 @@ class Suite:
                 "backend=ray",
                 "backend.num_cpus=2",
                 f"backend.object_store_memory={object_store_mb * 2**20}",
-                "processor=dask",
+                "processor=arrow",  # what processor=auto picks on Ray for data this large
                 "processor.persist=false",
                 "processor.blocksize=16MB",
                 "loader=ray",
@@ -830,6 +830,12 @@ def main(argv: list[str] | None = None) -> None:
                     suite.preprocessing(data, rows, processor)
         if "overhead" in only:
             overhead_section(suite, work, args.smoke)
+        if "ooc" in only:
+            ooc_section(suite, work, args.smoke)
+        if "sweeps" in only:
+            from bench.sweeps import sweep_figures
+
+            suite.record("sweeps", "3 trials", sweep_figures(work, smoke=args.smoke))
         if "tune" in only:
             tune_section(suite, work, args.smoke)
         if "serving" in only:
@@ -862,9 +868,7 @@ def main(argv: list[str] | None = None) -> None:
     if "overhead" not in skip:
         overhead_section(suite, work, args.smoke)
     if "ooc" not in skip:
-        # Two sizes: bounded memory means the peak does not grow with the data.
-        for rows in [4000] if args.smoke else [1_000_000, 10_000_000]:
-            suite.out_of_core(write_csv(rows, work / "data" / f"ooc-{rows}.csv"), rows, 128)
+        ooc_section(suite, work, args.smoke)
     if "sweeps" not in skip:
         from bench.sweeps import sweep_figures
 
@@ -896,6 +900,14 @@ def overhead_section(suite, work: Path, smoke: bool) -> None:
     path = work / "data" / f"synthetic-{rows}.csv"
     suite.figures["sections"].pop("overhead", None)
     suite.overhead(path if path.exists() else write_csv(rows, path), rows, 1 if smoke else 2)
+
+
+def ooc_section(suite, work: Path, smoke: bool) -> None:
+    """Two sizes: bounded memory means the peak does not grow with the data."""
+    suite.figures["sections"].pop("out of core", None)
+    for rows in [4000] if smoke else [1_000_000, 10_000_000]:
+        path = work / "data" / f"synthetic-{rows}.csv"
+        suite.out_of_core(path if path.exists() else write_csv(rows, path), rows, 128)
 
 
 def tune_section(suite, work: Path, smoke: bool) -> None:
