@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -72,6 +73,26 @@ def command_preprocess(run: Run) -> dict:
     return {}
 
 
+def _warm_up(run: Run) -> threading.Thread | None:
+    """Starts the imports that training in this process will need, in a thread, so that they
+    overlap preprocessing (and Ray's start); distributed workers import for themselves."""
+    if run.trainer.distributed:
+        return None
+    from runner.training.optimization import warm_up
+
+    thread = threading.Thread(target=warm_up, name="warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def _preprocess_and_train(run: Run):
+    warm = _warm_up(run)
+    pre = _preprocess(run)
+    if warm is not None:
+        warm.join()  # no imports of the training side race the thread's after this point
+    return pre, _train(run, pre)
+
+
 def _train(run: Run, pre: Preprocessed):
     from runner.model.layout import Layout
     from runner.training.job import TrainingJob
@@ -129,8 +150,7 @@ def _training_report(result, pre: Preprocessed) -> dict:
 
 
 def command_train(run: Run) -> dict:
-    pre = _preprocess(run)
-    result, _ = _train(run, pre)
+    pre, (result, _) = _preprocess_and_train(run)
     if not run.backend.is_main:
         return {}
     metrics = _best_metrics(result)
@@ -139,8 +159,7 @@ def command_train(run: Run) -> dict:
 
 
 def command_experiment(run: Run) -> dict:
-    pre = _preprocess(run)
-    result, _ = _train(run, pre)
+    pre, (result, _) = _preprocess_and_train(run)
     metrics = _best_metrics(result) if run.backend.is_main else {}
     if pre.meta["rows"]["test"]:
         from runner.scoring.batch import ScoringTask

@@ -113,6 +113,30 @@ def test_dashboard_key(tmp_path):
     assert "ray dashboard:" not in default.stdout + default.stderr
 
 
+def test_a_local_ray_starts_without_the_api_server_and_stops_whole():
+    """With the dashboard off, a run's own Ray starts no dashboard head (Ray's method is put
+    back afterwards), still runs tasks, and stop() leaves none of its processes behind."""
+    import psutil
+    import ray
+    from runner.runtime import RayRuntime
+
+    original = ray._private.node.Node.start_api_server
+    runtime = RayRuntime(None, 1, None, None, 5.0, False, "127.0.0.1", free_port(), False)
+    runtime.check()
+    runtime.start()
+    try:
+        assert ray._private.node.Node.start_api_server is original
+        commands = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
+        assert any("raylet" in c for c in commands), commands
+        assert not any("dashboard/dashboard.py" in c for c in commands), commands
+        assert ray.get(ray.remote(lambda: 41 + 1).remote()) == 42
+        ray_processes = psutil.Process().children(recursive=True)
+    finally:
+        runtime.stop()
+    _, alive = psutil.wait_procs(ray_processes, timeout=10)
+    assert not alive, [" ".join(p.cmdline()) for p in alive]
+
+
 def test_logs_a_person_can_read(tmp_path):
     """No ANSI codes and no Ray Data chatter on the console or in run.log; each worker's log in
     trainer.logdir; backend.worker_logs=true brings the workers' lines back."""

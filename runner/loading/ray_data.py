@@ -90,8 +90,6 @@ class RayDataLoader:
 
     def shards(self, split: Location, world_size: int, equal: bool) -> list[RayShard]:
         require_ray("loader=ray")
-        import ray.data
-
         groups = row_groups(split)
         rows = sum(g[2] for g in groups)
         bytes_per_row = sum(g[3] for g in groups) / rows if rows else 1.0
@@ -101,6 +99,8 @@ class RayDataLoader:
                 RayShard(None, end - start, bytes_per_row, split=split, pieces=pieces)
                 for pieces, (start, end) in _shares(groups, rows, world_size, equal)
             ]
+        import ray.data
+
         training = equal  # training shards are the equal ones
         shuffle_files = (
             ray.data.FileShuffleConfig(seed=self.seed)
