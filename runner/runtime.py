@@ -144,7 +144,7 @@ class RayRuntime:
         else:
             # "local": Ray would otherwise attach to whatever cluster `ray start` left running
             # here (its address file), ignoring num_cpus; null means a Ray of this run's own.
-            with _no_api_server(ray, skip=not self.dashboard):
+            with without_api_server(ray, skip=not self.dashboard):
                 context = ray.init(
                     address="local",
                     num_cpus=self.num_cpus,
@@ -171,14 +171,14 @@ class RayRuntime:
             import ray
 
             if self._local:
-                _stop_autoscaler_monitor(ray)
+                stop_autoscaler_monitor(ray)
             ray.shutdown()  # disconnects from an attached cluster; stops one we started
             self._initialized_here = False
             self._local = False
 
 
 @contextlib.contextmanager
-def _no_api_server(ray, skip: bool):
+def without_api_server(ray, skip: bool):
     """Starts a local Ray without its API server when the dashboard is off.
 
     With include_dashboard=False, Ray 2.60 still starts the dashboard's head process, loaded
@@ -199,7 +199,7 @@ def _no_api_server(ray, skip: bool):
         node_class.start_api_server = original
 
 
-def _stop_autoscaler_monitor(ray) -> None:
+def stop_autoscaler_monitor(ray) -> None:
     """Kills the autoscaler monitor of a Ray this run started, before ray.shutdown().
 
     Ray 2.60 stops the GCS before the monitor, whose SIGTERM handler then tries to tell the

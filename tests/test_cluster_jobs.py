@@ -118,6 +118,7 @@ def test_a_local_ray_starts_without_the_api_server_and_stops_whole():
     back afterwards), still runs tasks, and stop() leaves none of its processes behind."""
     import psutil
     import ray
+
     from runner.runtime import RayRuntime
 
     original = ray._private.node.Node.start_api_server

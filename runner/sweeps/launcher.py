@@ -9,6 +9,7 @@ hydra/launcher=local - Hydra's basic launcher, one trial after another.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import time
@@ -18,6 +19,8 @@ from pathlib import Path
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf
+
+from runner import runtime
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,12 @@ def _report(
         )
     except Exception:  # the report must never hide the trials' own results
         log.exception("could not write the sweep report")
+
+
+def _stop_own_ray(ray) -> None:
+    if ray.is_initialized():
+        runtime.stop_autoscaler_monitor(ray)
+        ray.shutdown()
 
 
 class LocalTrialLauncherBase(Launcher):
@@ -114,7 +123,13 @@ class RayTrialLauncherBase(Launcher):
         init = {k: v for k, v in init.items() if v is not None}
         # No address and no RAY_ADDRESS: a Ray of the sweep's own, never a stray `ray start` cluster.
         init.setdefault("address", os.environ.get("RAY_ADDRESS") or "local")
-        start_ray(OmegaConf.create(init))
+        if not ray.is_initialized():
+            with runtime.without_api_server(ray, skip=not init.get("include_dashboard")):
+                start_ray(OmegaConf.create(init))
+            if init["address"] == "local":
+                # Before Ray's own exit hook (hooks run last-registered first): the sweep's
+                # Ray stops without waiting on its autoscaler monitor or Ray's exit sleep.
+                atexit.register(_stop_own_ray, ray)
         remote = self.ray_cfg.remote
         configs = []
         for i, overrides in enumerate(job_overrides):
