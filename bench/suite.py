@@ -381,6 +381,10 @@ class Suite:
             "ray": ("ray", forced),
             "horovod": ("ray", [*forced, "trainer=horovod", "trainer.num_workers=2"]),
             "arrow": ("ray", ["processor=arrow", "loader=ray"]),  # the fastest engine on Ray
+            "horovod-arrow": (
+                "ray",
+                ["processor=arrow", "loader=ray", "trainer=horovod", "trainer.num_workers=2"],
+            ),
         }
         best: dict[str, dict] = {}
         for _ in range(rounds):
@@ -397,6 +401,12 @@ class Suite:
             "horovod_vs_local": ratio(horovod["wall_seconds"], local["wall_seconds"]),
             "arrow_seconds": best["arrow"]["wall_seconds"],
             "arrow_vs_local": ratio(best["arrow"]["wall_seconds"], local["wall_seconds"]),
+            "horovod_arrow_seconds": best["horovod-arrow"]["wall_seconds"],
+            "horovod_arrow_vs_local": ratio(
+                best["horovod-arrow"]["wall_seconds"], local["wall_seconds"]
+            ),
+            "arrow_first_step_seconds": best["arrow"]["first_step_seconds"],
+            "arrow_ray_start_seconds": best["arrow"]["ray_start_seconds"],
             "local_first_step_seconds": local["first_step_seconds"],
             "ray_first_step_seconds": ray["first_step_seconds"],
             "ray_start_seconds": ray["ray_start_seconds"],
@@ -624,7 +634,17 @@ def render_markdown(figures: dict) -> str:
                 over["arrow_seconds"],
                 over["local_seconds"],
                 over["arrow_vs_local"],
-                "",
+                "<= 1.5x",
+                "s",
+            )
+        if "horovod_arrow_seconds" in over:
+            row(
+                "2 Horovod workers with processor=arrow vs local: wall",
+                size,
+                over["horovod_arrow_seconds"],
+                over["local_seconds"],
+                over["horovod_arrow_vs_local"],
+                "<= 2x",
                 "s",
             )
         late = (

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import threading
 import time
 from pathlib import Path
 
@@ -73,23 +72,15 @@ def command_preprocess(run: Run) -> dict:
     return {}
 
 
-def _warm_up(run: Run) -> threading.Thread | None:
-    """Starts the imports that training in this process will need, in a thread, so that they
-    overlap preprocessing (and Ray's start); distributed workers import for themselves."""
-    if run.trainer.distributed:
-        return None
+def _preprocess_and_train(run: Run):
+    """Preprocesses, then trains; training in this process has its imports warmed meanwhile
+    (a Horovod worker warms its own during its rendezvous)."""
     from runner.training.optimization import warm_up
 
-    thread = threading.Thread(target=warm_up, name="warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
-def _preprocess_and_train(run: Run):
-    warm = _warm_up(run)
+    warm = None if run.trainer.distributed else warm_up()
     pre = _preprocess(run)
     if warm is not None:
-        warm.join()  # no imports of the training side race the thread's after this point
+        warm.join()
     return pre, _train(run, pre)
 
 

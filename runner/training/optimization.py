@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import torch
 from torch import nn
 
@@ -11,14 +13,21 @@ from runner.model.layout import Layout
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 
 
-def warm_up() -> None:
-    """Imports what the first optimizer imports lazily (torch._dynamo: about 1 s on these
-    machines, profiled), so that a thread can pay it while preprocessing or Ray's start
-    waits. A failure here is the first optimizer's to report."""
-    try:
-        import torch._dynamo  # noqa: F401
-    except Exception:
-        pass
+def warm_up() -> threading.Thread:
+    """Starts importing what the first optimizer imports lazily (torch._dynamo: about 1 s on
+    these machines, profiled) in a thread, so that it overlaps a wait (preprocessing, Ray's
+    start, Horovod's rendezvous). Join it before the next import of the training side, so
+    that no two threads import at once. A failure here is the first optimizer's to report."""
+
+    def load() -> None:
+        try:
+            import torch._dynamo  # noqa: F401
+        except Exception:
+            pass
+
+    thread = threading.Thread(target=load, name="warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def make_optimizer(settings: TrainerConfig, params) -> torch.optim.Optimizer:
