@@ -16,8 +16,9 @@ OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch
 def warm_up() -> threading.Thread:
     """Starts importing what the first optimizer imports lazily (torch._dynamo: about 1 s on
     these machines, profiled) in a thread, so that it overlaps a wait (preprocessing, Ray's
-    start, Horovod's rendezvous). Join it before the next import of the training side, so
-    that no two threads import at once. A failure here is the first optimizer's to report."""
+    start, Horovod's rendezvous). Join it before training starts: what the other thread
+    imports meanwhile (Ray, the processors, Horovod's init) shares with torch._dynamo only
+    modules that are loaded already. A failure here is the first optimizer's to report."""
 
     def load() -> None:
         try:
