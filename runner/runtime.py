@@ -84,7 +84,6 @@ class RayRuntime:
         self.started = False
         self._target: str | None = None
         self._initialized_here = False
-        self._local = False  # whether this run started the Ray it uses (not attached)
 
     def target_address(self) -> str | None:
         """The cluster to attach to (None: start a local one); an unreachable one fails now."""
@@ -155,7 +154,6 @@ class RayRuntime:
                     dashboard_port=self.dashboard_port,
                     log_to_driver=self.worker_logs,
                 )
-            self._local = True
             log.info(
                 "ray backend: started a local Ray (%s CPUs) in %.2fs",
                 ray.cluster_resources().get("CPU"),
@@ -170,11 +168,8 @@ class RayRuntime:
         if self._initialized_here:
             import ray
 
-            if self._local:
-                stop_autoscaler_monitor(ray)
-            ray.shutdown()  # disconnects from an attached cluster; stops one we started
+            shutdown(ray)
             self._initialized_here = False
-            self._local = False
 
 
 @contextlib.contextmanager
@@ -199,13 +194,15 @@ def without_api_server(ray, skip: bool):
         node_class.start_api_server = original
 
 
-def stop_autoscaler_monitor(ray) -> None:
-    """Kills the autoscaler monitor of a Ray this run started, before ray.shutdown().
+def shutdown(ray) -> None:
+    """ray.shutdown(), which disconnects from an attached cluster and stops a Ray this process
+    started, without waiting on the latter's autoscaler monitor.
 
     Ray 2.60 stops the GCS before the monitor, whose SIGTERM handler then tries to tell the
     GCS and hangs until shutdown's one-second grace runs out: 1.0 of the 1.35 s that
     ray.shutdown() took here (profiled). A local Ray has nothing for it to scale, so it
-    goes first, at once. Ray's private node handle: where it is missing, shutdown is as before.
+    goes first, at once. Only a Ray this process started lists the monitor among its own
+    processes (Ray's private node handle: where it is missing, shutdown is as before).
     """
     node = getattr(getattr(ray, "_private", None), "worker", None)
     node = getattr(node, "_global_node", None)
@@ -215,6 +212,7 @@ def stop_autoscaler_monitor(ray) -> None:
             info.process.wait(timeout=1)
         except Exception:  # already gone, or not ours to wait for: shutdown copes
             pass
+    ray.shutdown()
 
 
 def quiet_ray_data() -> None:

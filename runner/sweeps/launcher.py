@@ -64,12 +64,6 @@ def _report(
         log.exception("could not write the sweep report")
 
 
-def _stop_own_ray(ray) -> None:
-    if ray.is_initialized():
-        runtime.stop_autoscaler_monitor(ray)
-        ray.shutdown()
-
-
 class LocalTrialLauncherBase(Launcher):
     """Hydra's basic launcher plus the sweep report."""
 
@@ -129,7 +123,7 @@ class RayTrialLauncherBase(Launcher):
             if init["address"] == "local":
                 # Before Ray's own exit hook (hooks run last-registered first): the sweep's
                 # Ray stops without waiting on its autoscaler monitor or Ray's exit sleep.
-                atexit.register(_stop_own_ray, ray)
+                atexit.register(runtime.shutdown, ray)
         remote = self.ray_cfg.remote
         configs = []
         for i, overrides in enumerate(job_overrides):
