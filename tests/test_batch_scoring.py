@@ -124,10 +124,11 @@ def test_predict_and_evaluate_on_ray_equal_the_local_path(
     assert_same_metrics(evaluation["evaluation"], want_metrics)
 
 
-@pytest.mark.parametrize("where", ["pool", "driver"])
+@pytest.mark.parametrize("where", ["pool", "driver", "one actor"])
 def test_experiment_on_ray_scores_the_test_split_with_the_pool(tmp_path, trained, caplog, where):
-    """A large test split goes to the actor pool; one under predict.pool_min_rows is scored
-    in the driver by the same scorer: the same parts, the same metrics as one process."""
+    """A large test split goes to the actor pool (of more than one actor); one under
+    predict.pool_min_rows, or for a pool of one CPU actor, is scored in the driver by the same
+    scorer: the same parts, the same metrics as one process."""
     root, _ = trained
     run_dir = tmp_path / "run"
     with caplog.at_level("INFO"):
@@ -138,12 +139,20 @@ def test_experiment_on_ray_scores_the_test_split_with_the_pool(tmp_path, trained
             f"dataset.path={root / 'train.csv'}",
             "trainer.epochs=2",
             "predict.batch_size=200",
-            f"predict.pool_min_rows={0 if where == 'pool' else 10**6}",
+            f"predict.pool_min_rows={10**6 if where == 'driver' else 0}",
+            *(
+                ["trainer.num_workers=2", "trainer.resources_per_worker={CPU: 0.5}"]
+                if where == "pool"
+                else []
+            ),
             *MIXED_MODEL,
         )
-    pooled = "scoring on Ray: 1 actor(s)" in caplog.text
+    pooled = "scoring on Ray: 2 actor(s)" in caplog.text
     assert pooled == (where == "pool"), caplog.text[-2000:]
-    assert ("in this process (fewer than predict.pool_min_rows" in caplog.text) != pooled
+    assert ("in this process (fewer than predict.pool_min_rows" in caplog.text) == (
+        where == "driver"
+    )
+    assert ("a pool of one CPU actor would score" in caplog.text) == (where == "one actor")
     predictions = _predictions(run_dir)
     assert predictions["row"].is_unique
     assert len(list((run_dir / "predictions").iterdir())) >= 2

@@ -216,7 +216,7 @@ def test_windowed_streaming_loader(tmp_path, cache_dir):
 def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir, mode, monkeypatch):
     """Every row exactly once across two workers' shards, however they are served: a fully
     executed split's contiguous blocks (tensors in the worker's heap, or, past
-    HEAP_SHARD_BYTES, a split iterated from the object store) or a streaming split."""
+    HEAP_SHARD_BYTES, a split iterated from the object store) or a window at a time."""
     from runner.loading import ray_data
     from runner.model.layout import Layout
 
@@ -235,7 +235,7 @@ def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir, mode, monke
     loader = instantiate(compose_config(overrides).loader)
     assert isinstance(loader, ray_data.RayDataLoader)
     shards = loader.shards(split, 2, equal=False)
-    assert all((shard.pieces is not None) == (mode == "in_heap") for shard in shards)
+    assert all((shard.pieces is not None) == (mode != "object_store") for shard in shards)
     import threading
 
     seen = [None, None]
@@ -254,7 +254,7 @@ def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir, mode, monke
     assert sorted(np.concatenate(seen).tolist()) == sorted(
         pq.read_table(split.path)["__row__"].to_pylist()
     )
-    if mode == "in_heap":  # training batches: the shard's rows, reshuffled every epoch
+    if mode != "object_store":  # training batches: the shard's rows, reshuffled every epoch
         rows = [
             sum(
                 len(next(iter(inputs.values())))

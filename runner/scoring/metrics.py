@@ -19,22 +19,21 @@ def higher_is_better(metric: str) -> bool:
 
 
 def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
-    """Mann-Whitney U with average ranks for ties."""
     labels = labels.astype(bool)
-    positives = int(labels.sum())
-    negatives = len(labels) - positives
-    if positives == 0 or negatives == 0:
+    return auc_of(scores[labels], scores[~labels])
+
+
+def auc_of(positive_scores: np.ndarray, negative_scores: np.ndarray) -> float:
+    """Mann-Whitney U: for each positive, the negatives scored below it, a tie counting half.
+    Searched in the sorted negatives: no rank arrays over all rows (at 1.5M rows those made
+    the test split's scoring the peak of the 10M-row streaming bench)."""
+    if len(positive_scores) == 0 or len(negative_scores) == 0:
         return float("nan")
-    order = np.argsort(scores, kind="mergesort")
-    sorted_scores = scores[order]
-    ranks = np.empty(len(scores), dtype=np.float64)
-    # Average rank within each run of equal scores.
-    boundaries = np.flatnonzero(np.diff(sorted_scores)) + 1
-    starts = np.concatenate([[0], boundaries])
-    ends = np.concatenate([boundaries, [len(scores)]])
-    average = (starts + ends + 1) / 2.0
-    ranks[order] = np.repeat(average, ends - starts)
-    return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
+    negatives = np.sort(negative_scores)
+    below = np.searchsorted(negatives, positive_scores, side="left")
+    ties = np.searchsorted(negatives, positive_scores, side="right") - below
+    u = float(below.sum()) + 0.5 * float(ties.sum())
+    return u / (len(positive_scores) * len(negative_scores))
 
 
 def macro_f1_of(confusion: np.ndarray) -> float:
@@ -163,11 +162,8 @@ def finish(kind: str, stats: dict) -> dict[str, float]:
         return {}
     loss = stats["loss_sum"] / n
     if kind == "binary":
-        positives, negatives = stats["positive_scores"], stats["negative_scores"]
-        labels = np.concatenate([np.ones(len(positives), bool), np.zeros(len(negatives), bool)])
-        scores = np.concatenate([positives, negatives]).astype(np.float64)
         return {
-            "roc_auc": roc_auc(labels, scores),
+            "roc_auc": auc_of(stats["positive_scores"], stats["negative_scores"]),
             "accuracy": stats["correct"] / n,
             "loss": loss,
         }
