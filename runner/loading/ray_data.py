@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import torch
 import pyarrow.parquet as pq
+import torch
 
 from runner.loading.heap import release_free_pages
 from runner.loading.tensors import TensorTable
