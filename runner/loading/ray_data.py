@@ -191,6 +191,7 @@ class RayDataLoader:
         if shard.streamed:
             rows = max(self.eval_batch_size, self._buffer_rows(shard))
             for table in read_ahead(shard.split, windows(shard.pieces, rows)):
+                release_free_pages()
                 yield from TensorTable.from_arrow(table, shard.layout).chunks(self.eval_batch_size)
             return
         for batch in shard.source.iter_batches(
