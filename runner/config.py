@@ -353,7 +353,7 @@ class LocalLoaderConfig:
 @dataclass
 class RayLoaderConfig(LocalLoaderConfig):
     _target_: str = "runner.loading.ray_data.RayDataLoader"
-    fully_executed: bool = True  # materialize each split in the object store before training
+    fully_executed: bool = True  # hold each worker's share whole (false: stream it)
     window_size_bytes: int | None = None  # stream and shuffle in windows of about this size
     prefetch_batches: int = 2
     seed: int = II("seed")

@@ -115,14 +115,6 @@ def test_optuna_search_samples_the_space(tmp_path):
             ["trainer=ddp", "trainer.num_workers=2", "processor=modin"],
             "Modin's tasks cannot leave a DDP trial's placement group",
         ),
-        (
-            ["trainer=ddp", "trainer.num_workers=2", "loader.fully_executed=false"],
-            "a streaming loader (loader.window_size_bytes",
-        ),
-        (
-            ["trainer=horovod", "trainer.num_workers=2", "loader.window_size_bytes=1000000"],
-            "a streaming loader (loader.window_size_bytes",
-        ),
         (["trainer.learning_rate=0.01"], "found nothing to sweep"),
         (
             ["trainer.learning_rate=interval(0.01,0.1)", "hydra.sweeper.search=grid"],
@@ -155,11 +147,14 @@ def test_unknown_search_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "trainer, processor",
-    # a DDP trial's group holds no CPU: its Dask tasks must be sent outside it
-    [("horovod", "auto"), ("ddp", "dask")],
+    "trainer, processor, loader",
+    # a DDP trial's group holds no CPU: its Dask tasks must be sent outside it. A streaming
+    # loader reads in the workers themselves: no task waits for the CPUs the trial holds.
+    [("horovod", "auto", ["loader=ray", "loader.window_size_bytes=100000"]), ("ddp", "dask", [])],
 )
-def test_trials_train_with_two_workers_and_are_pruned_through_them(tmp_path, trainer, processor):
+def test_trials_train_with_two_workers_and_are_pruned_through_them(
+    tmp_path, trainer, processor, loader
+):
     """Each trial trains with 2 workers on Ray, so on 2 CPUs one trial runs at a time
     (Horovod: the trial's placement group holds 2 worker bundles, its driver none; DDP: Ray
     Train places its workers in a group of its own, and the sweep runs as many trials as
@@ -171,6 +166,7 @@ def test_trials_train_with_two_workers_and_are_pruned_through_them(tmp_path, tra
         "hydra.sweeper.num_samples=1",
         f"trainer={trainer}",
         f"processor={processor}",
+        *loader,
         "trainer.num_workers=2",
         "trainer.epochs=2",
         "dataset.synthetic_rows=3000",

@@ -205,16 +205,6 @@ class TuneSweeperBase(Sweeper):
 
         trainer: TrainerConfig = OmegaConf.to_object(self.config.trainer)
         resources = trial_resources(trainer)
-        loader = self.config.loader
-        streams = loader.get("window_size_bytes") is not None or not loader.get(
-            "fully_executed", True
-        )
-        if streams and (len(resources.bundles) > 1 or resources.workers_outside):
-            raise UserError(
-                "hydra/sweeper=tune: a streaming loader (loader.window_size_bytes, "
-                "loader.fully_executed=false) would wait for CPUs the trial's own workers hold; "
-                "drop those keys (the trial materializes its splits) or use hydra/launcher=ray"
-            )
         if resources.workers_outside and "modin" in str(self.config.processor._target_):
             raise UserError(
                 "hydra/sweeper=tune: Modin's tasks cannot leave a DDP trial's placement group, "
