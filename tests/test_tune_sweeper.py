@@ -149,8 +149,16 @@ def test_unknown_search_is_one_line(tmp_path):
 @pytest.mark.parametrize(
     "trainer, processor, loader",
     # a DDP trial's group holds no CPU: its Dask tasks must be sent outside it. A streaming
-    # loader reads in the workers themselves: no task waits for the CPUs the trial holds.
-    [("horovod", "auto", ["loader=ray", "loader.window_size_bytes=100000"]), ("ddp", "dask", [])],
+    # loader reads in the workers themselves: no task waits for the CPUs the trial holds
+    # (smaller batches: enough steps in the first epoch to tell the two rates apart).
+    [
+        (
+            "horovod",
+            "auto",
+            ["loader=ray", "loader.window_size_bytes=100000", "loader.batch_size=64"],
+        ),
+        ("ddp", "dask", []),
+    ],
 )
 def test_trials_train_with_two_workers_and_are_pruned_through_them(
     tmp_path, trainer, processor, loader
