@@ -356,7 +356,6 @@ class RayLoaderConfig(LocalLoaderConfig):
     fully_executed: bool = True  # hold each worker's share whole (false: stream it)
     window_size_bytes: int | None = None  # stream and shuffle in windows of about this size
     prefetch_batches: int = 2
-    seed: int = II("seed")
 
     def __post_init__(self):
         super().__post_init__()

@@ -85,7 +85,6 @@ class RayDataLoader:
         fully_executed: bool,
         window_size_bytes: int | None,
         prefetch_batches: int,
-        seed: int,
     ):
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
@@ -95,7 +94,6 @@ class RayDataLoader:
         # A window only makes sense when streaming: it wins over fully_executed.
         self.fully_executed = bool(fully_executed) and self.window_size_bytes is None
         self.prefetch_batches = int(prefetch_batches)
-        self.seed = int(seed)
 
     def shards(self, split: Location, world_size: int, equal: bool) -> list[RayShard]:
         require_ray("loader=ray")
