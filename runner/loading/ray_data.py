@@ -174,7 +174,6 @@ class RayDataLoader:
             order = rng.permutation(n) if self.shuffle else np.arange(n)
             full = n - n % self.batch_size
             carry = table.take(order[full:]) if full < n else None
-            release_free_pages()  # the last window's arrays: freed, but held by glibc
             tensors = TensorTable.from_arrow(table, shard.layout)
             index = torch.from_numpy(order[:full])
             for start in range(0, full, self.batch_size):
@@ -189,7 +188,6 @@ class RayDataLoader:
         if shard.streamed:
             rows = max(self.eval_batch_size, self._buffer_rows(shard))
             for table in read_ahead(shard.split, windows(shard.pieces, rows)):
-                release_free_pages()
                 yield from TensorTable.from_arrow(table, shard.layout).chunks(self.eval_batch_size)
             return
         for batch in shard.source.iter_batches(
@@ -215,15 +213,18 @@ def windows(pieces: list, rows: int) -> Iterator[list]:
 
 def read_ahead(split: Location, groups: Iterable[list]) -> Iterator[pa.Table]:
     """read_pieces of each group in turn, the next one read by a thread while the caller
-    works on this one (Arrow's reads and decoding release the GIL)."""
+    works on this one (Arrow's reads and decoding release the GIL). Before each, the heaps'
+    free pages go back to the system: the last window's arrays, freed but kept by glibc."""
     with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
         pending = None
         for pieces in groups:
             future = pool.submit(read_pieces, split, pieces)
             if pending is not None:
+                release_free_pages()
                 yield pending.result()
             pending = future
         if pending is not None:
+            release_free_pages()
             yield pending.result()
 
 
