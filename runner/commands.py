@@ -115,6 +115,27 @@ def _best_metrics(result) -> dict[str, dict]:
     return {"train": best["train"], "validation": best["validation"]}
 
 
+def _baseline_check(result, layout, metrics: dict) -> dict:
+    """The best validation score of each output against the mean/majority baseline's on the
+    same rows; one warning line for each output that does not beat it."""
+    from runner.scoring.decoding import baseline_check
+
+    check = baseline_check(layout, metrics.get("validation", {}), result.validation_baseline)
+    for output in check.values():
+        if not output["better"]:
+            what = "the training mean" if output["metric"].endswith("/r2") else "the majority class"
+            log.warning(
+                "%s on validation is %.4f, no better than always predicting %s (%.4f): the model "
+                "learned nothing usable from these inputs; check the features and their types, "
+                "or lower trainer.learning_rate",
+                output["metric"],
+                output["value"],
+                what,
+                output["baseline"],
+            )
+    return check
+
+
 def _steady_rate(history: list[dict]) -> float | None:
     """Training samples/s after the first epoch of this run (warm-up: allocations, Horovod's
     first negotiations, caches), the rate a long run settles at; None with one epoch."""
@@ -141,17 +162,19 @@ def _training_report(result, pre: Preprocessed) -> dict:
 
 
 def command_train(run: Run) -> dict:
-    pre, (result, _) = _preprocess_and_train(run)
+    pre, (result, layout) = _preprocess_and_train(run)
     if not run.backend.is_main:
         return {}
     metrics = _best_metrics(result)
-    _finish(run, metrics, {"training": _training_report(result, pre)})
+    check = _baseline_check(result, layout, metrics)
+    _finish(run, metrics, {"training": _training_report(result, pre), "baseline_check": check})
     return metrics
 
 
 def command_experiment(run: Run) -> dict:
-    pre, (result, _) = _preprocess_and_train(run)
+    pre, (result, layout) = _preprocess_and_train(run)
     metrics = _best_metrics(result) if run.backend.is_main else {}
+    check = _baseline_check(result, layout, metrics) if run.backend.is_main else {}
     if pre.meta["rows"]["test"]:
         from runner.scoring.batch import ScoringTask
         from runner.scoring.dispatch import score_split
@@ -171,7 +194,7 @@ def command_experiment(run: Run) -> dict:
         return {}
     else:
         log.warning("the test split is empty; no test metrics or predictions")
-    _finish(run, metrics, {"training": _training_report(result, pre)})
+    _finish(run, metrics, {"training": _training_report(result, pre), "baseline_check": check})
     return metrics
 
 
@@ -280,6 +303,12 @@ def command_export(run: Run) -> dict:
 
 def _finish(run: Run, metrics: dict, extra: dict) -> None:
     outputs.write_json(run.run_dir / "metrics.json", {**metrics, **extra})
+    warnings = [
+        f"warning: {c['metric']} on validation ({c['value']:.4f}) is no better than the "
+        f"baseline's ({c['baseline']:.4f}); see run.log"
+        for c in extra.get("baseline_check", {}).values()
+        if not c["better"]
+    ]
     locations = {"metrics": str(run.run_dir / "metrics.json")}
     for name, label in (
         ("model", "model"),
@@ -291,7 +320,7 @@ def _finish(run: Run, metrics: dict, extra: dict) -> None:
     ):
         if (run.run_dir / name).exists():
             locations[label] = str(run.run_dir / name)
-    print(outputs.format_summary(metrics, locations))
+    print(outputs.format_summary(metrics, locations, warnings))
 
 
 # command=<name> -> what it runs (runner.config.COMMANDS lists the same names).

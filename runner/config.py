@@ -101,6 +101,8 @@ class ModelConfig:
     token_size: int = 32  # transformer: the width of every feature's token
     num_heads: int = 4  # transformer: attention heads (token_size must divide by it)
     number_encoder: str = "none"  # none (values as they are) | periodic (PLR embeddings)
+    # Share of a text's tokens that training replaces by the unknown token (vocabulary texts).
+    token_dropout: float = 0.1
 
     def __post_init__(self):
         _one_of(self.combiner, ("concat", "residual", "transformer"), "model.combiner")
@@ -120,6 +122,9 @@ class ModelConfig:
         _require(self.hidden_size >= 1, "model.hidden_size", "at least 1", self.hidden_size)
         _require(self.num_layers >= 0, "model.num_layers", "0 or more", self.num_layers)
         _require(0.0 <= self.dropout < 1.0, "model.dropout", "in [0, 1)", self.dropout)
+        _require(
+            0.0 <= self.token_dropout < 1.0, "model.token_dropout", "in [0, 1)", self.token_dropout
+        )
         _require(
             self.embedding_size >= 1, "model.embedding_size", "at least 1", self.embedding_size
         )

@@ -72,8 +72,10 @@ def plot_learning_curves(history: list[dict], metric: str, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def format_summary(metrics: dict[str, dict[str, float]], locations: dict[str, str]) -> str:
-    """A metric table (rows: metric, columns: split) and where each output went."""
+def format_summary(
+    metrics: dict[str, dict[str, float]], locations: dict[str, str], warnings: list[str] = ()
+) -> str:
+    """A metric table (rows: metric, columns: split), warnings, and where each output went."""
     splits = [
         s for s in ("train", "validation", "test", "evaluation", "baseline") if metrics.get(s)
     ]
@@ -86,5 +88,7 @@ def format_summary(metrics: dict[str, dict[str, float]], locations: dict[str, st
         )
         lines.append(name.ljust(width) + cells)
     lines.append("")
+    if warnings:
+        lines += [*warnings, ""]
     lines += [f"{what:<12} {where}" for what, where in locations.items()]
     return "\n".join(lines)

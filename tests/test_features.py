@@ -28,9 +28,12 @@ def fit(feature, values, parts=1):
 
 
 def test_number_zscore_fill_mean_and_partition_independence():
-    f = build_feature({"name": "x", "type": "number"}, "input")
+    f = build_feature(
+        {"name": "x", "type": "number", "preprocessing": {"normalization": "zscore"}}, "input"
+    )
     values = [1.0, 2.0, None, 3.0, 4.0, 5.0]
     one, three = fit(f, values), fit(f, values, parts=3)
+    assert one.pop("bin_edges") == three.pop("bin_edges")
     assert one == pytest.approx(three)
     assert one["mean"] == pytest.approx(3.0)
     out, keep = f.transform(pd.Series(values), one, np.arange(6))
@@ -129,7 +132,12 @@ def test_text_hashing_is_stable_and_bounded():
         {
             "name": "t",
             "type": "text",
-            "preprocessing": {"num_buckets": 64, "max_tokens": 3, "ngrams": 1},
+            "preprocessing": {
+                "encoding": "hashing",
+                "num_buckets": 64,
+                "max_tokens": 3,
+                "ngrams": 1,
+            },
         },
         "input",
     )
@@ -145,23 +153,55 @@ def test_text_hashing_is_stable_and_bounded():
 
 
 def test_text_word_pairs_by_default():
-    """ngrams=2 (the default): each row's words, then its adjacent pairs, all hashed; the pairs
-    come from the words kept by max_tokens. A bad ngrams is named at once."""
-    f = build_feature({"name": "t", "type": "text", "preprocessing": {"max_tokens": 3}}, "input")
-    stats = fit(f, [])
-    assert stats["ngrams"] == 2 and stats["num_buckets"] == 2**18
+    """ngrams=2 (the default): each row's words, then its adjacent pairs; the pairs come from
+    the words kept by max_tokens. A bad ngrams is named at once."""
+    opts = {"max_tokens": 3, "min_count": 1}
+    f = build_feature({"name": "t", "type": "text", "preprocessing": opts}, "input")
+    stats = fit(f, ["not good at all", "good"])
+    assert stats["ngrams"] == 2
     out, _ = f.transform(pd.Series(["not good at all", "good", ""]), stats, np.arange(3))
     first, second, third = out.tolist()
     assert len(first) == 3 + 2  # "not", "good", "at"; "not good", "good at"
-    assert first[1] == second[0]  # the word "good" hashes alike in every row
-    assert len(set(first)) == 5 and third == []
+    assert first[1] == second[0]  # the word "good" has one id in every row
+    assert len(set(first)) == 5 and third == [1]  # an empty text is the unknown token
     unigrams = build_feature(
-        {"name": "t", "type": "text", "preprocessing": {"max_tokens": 3, "ngrams": 1}}, "input"
+        {"name": "t", "type": "text", "preprocessing": {**opts, "ngrams": 1}}, "input"
     )
-    alone, _ = unigrams.transform(pd.Series(["not good at all"]), fit(unigrams, []), np.arange(1))
-    assert alone.tolist()[0] == first[:3]
+    alone, _ = unigrams.transform(
+        pd.Series(["not good at all"]), fit(unigrams, ["not good at all"]), np.arange(1)
+    )
+    assert len(alone.tolist()[0]) == 3
     with pytest.raises(UserError, match="text feature 't' has ngrams 3; use 1 or 2"):
         build_feature({"name": "t", "type": "text", "preprocessing": {"ngrams": 3}}, "input")
+    with pytest.raises(UserError, match="encoding 'bag'; use vocabulary or hashing"):
+        build_feature({"name": "t", "type": "text", "preprocessing": {"encoding": "bag"}}, "input")
+
+
+def test_text_vocabulary_min_count_max_size_unknown_and_partitions():
+    """The vocabulary holds tokens seen min_count times in training (most frequent first, ties
+    by token, at most max_vocab_size), the same however the rows are partitioned; every other
+    token is the unknown id 1, and a text with none of the vocabulary's tokens encodes as an
+    empty one."""
+    f = build_feature(
+        {"name": "t", "type": "text", "preprocessing": {"min_count": 2, "ngrams": 1}}, "input"
+    )
+    rows = ["good food", "good service", "bad food", "good", "rare", "food good"]
+    stats = fit(f, rows)
+    assert stats["vocab"] == ["good", "food"]  # 4 and 3 times; the rest once
+    halves = f.combine(
+        [
+            f.partial_stats(pd.Series(rows[:2]), np.arange(2)),
+            f.partial_stats(pd.Series(rows[2:]), np.arange(2, 6)),
+        ]
+    )
+    assert halves == stats
+    out, _ = f.transform(pd.Series(["good rare", "unseen words", "", None]), stats, np.arange(4))
+    assert out.tolist() == [[2, 1], [1, 1], [1], [1]]
+    capped = build_feature(
+        {"name": "t", "type": "text", "preprocessing": {"min_count": 1, "max_vocab_size": 3}},
+        "input",
+    )
+    assert fit(capped, rows)["vocab"] == ["good", "food", "bad"]
 
 
 def test_number_log1p_is_fitted_in_log_space_and_inverts():
@@ -392,3 +432,89 @@ def test_metrics_agree_with_scikit_learn():
     assert r["mae"] == pytest.approx(skm.mean_absolute_error(t, z))
     b = output_metrics("binary", z, (t > 0).astype(float))
     assert b["loss"] == pytest.approx(skm.log_loss(t > 0, 1 / (1 + np.exp(-z))))
+
+
+def test_auto_numbers_robust_scaled_log_when_skewed_smoothly_clipped_and_stored_with_reason():
+    """`auto` (the default) decides on the training split and says why: a never-negative,
+    right-skewed input is taken in log space; every input is median-centred, IQR-scaled and
+    its outliers squashed smoothly below 3; the same is fitted however the rows are cut."""
+    rng = np.random.default_rng(0)
+    skewed = rng.lognormal(3.0, 1.2, 5000)
+    symmetric = rng.normal(50.0, 10.0, 5000)
+    symmetric[:5] = 1e6  # outliers a z-score would turn into 1e3-sized inputs
+    f = build_feature({"name": "x", "type": "number"}, "input")
+    lognormal, normal = fit(f, skewed), fit(f, symmetric)
+    cut = fit(f, skewed, parts=4)
+    assert {k: v for k, v in cut.items() if k not in ("mean", "std")} == {
+        k: v for k, v in lognormal.items() if k not in ("mean", "std")
+    }  # decided on an exact bottom-k sample: the same however the rows are cut
+    assert lognormal["normalization"] == "robust" and lognormal["log"] is True
+    assert (
+        lognormal["reason"].startswith("log1p, robust scaling")
+        and "skewness" in lognormal["reason"]
+    )
+    assert normal["normalization"] == "robust" and normal["log"] is False
+    out, _ = f.transform(pd.Series(symmetric), normal, np.arange(5000))
+    assert np.abs(out).max() <= 3.0  # smooth clipping bounds every value
+    assert np.median(out) == pytest.approx(0.0, abs=0.05)  # median-centred
+    # The bulk keeps a z-score's scale, not the outliers': quartiles near +-0.674, squashed a bit.
+    np.testing.assert_allclose(np.quantile(out, [0.25, 0.75]), [-0.657, 0.657], atol=0.04)
+    logged, _ = f.transform(pd.Series(skewed), lognormal, np.arange(5000))
+    assert abs(float(np.mean(logged))) < 0.2  # symmetric after the log
+    # Bin edges for the piecewise-linear encoder, in the normalized space, increasing.
+    edges = np.array(lognormal["bin_edges"])
+    assert len(edges) > 10 and np.all(np.diff(edges) > 0)
+    assert edges[0] == pytest.approx(logged.min(), abs=0.05)
+    # A configured normalization is taken as it is; negative values never go to log space.
+    z = build_feature(
+        {"name": "x", "type": "number", "preprocessing": {"normalization": "zscore"}}, "input"
+    )
+    assert "normalization" not in fit(z, skewed) and "reason" not in fit(z, skewed)
+    assert fit(f, skewed - 100.0)["log"] is False
+
+
+def test_auto_target_is_log1p_when_skewed_else_zscored_and_inverts():
+    rng = np.random.default_rng(1)
+    prices = rng.lognormal(11.0, 0.8, 4000)
+    ratings = rng.normal(6.0, 1.5, 4000)
+    f = build_feature({"name": "y", "type": "number"}, "output")
+    price_stats, rating_stats = fit(f, prices), fit(f, ratings)
+    assert price_stats["normalization"] == "log1p" and "log1p target" in price_stats["reason"]
+    assert rating_stats["normalization"] == "zscore" and "z-scored target" in rating_stats["reason"]
+    for values, stats in ((prices, price_stats), (ratings, rating_stats)):
+        out, _ = f.transform(pd.Series(values), stats, np.arange(len(values)))
+        assert abs(float(out.mean())) < 0.05 and float(out.std()) == pytest.approx(1.0, abs=0.05)
+        np.testing.assert_allclose(f.denormalize(out.astype(np.float64), stats), values, rtol=1e-4)
+
+
+def test_number_predictions_are_kept_inside_the_training_target_range():
+    """A network extrapolates; the decoded prediction does not leave [min, max] of training,
+    while the targets themselves are decoded unclipped (metrics see the true values)."""
+    from runner.scoring.decoding import Decoders
+
+    meta = {
+        "input_features": ["x"],
+        "output_features": ["y"],
+        "features": {
+            "x": {"type": "number", "preprocessing": {}, "stats": {}},
+            "y": {
+                "type": "number",
+                "preprocessing": {},
+                "stats": {
+                    "normalization": "zscore",
+                    "mean": 5.0,
+                    "std": 2.0,
+                    "min": 1.0,
+                    "max": 10.0,
+                },
+            },
+        },
+    }
+    decoders = Decoders(meta)
+    z = np.array([-100.0, 0.0, 100.0])
+    np.testing.assert_allclose(decoders.predicted("y")(z), [1.0, 5.0, 10.0])
+    np.testing.assert_allclose(decoders.denormalizer("y")(z), [-195.0, 5.0, 205.0])
+    stats = partial(
+        "number", z, np.array([-1.0, 0.0, 1.0]), decoders.denormalizer("y"), decoders.predicted("y")
+    )
+    assert finish("number", stats)["mae"] == pytest.approx((2.0 + 0 + 3.0) / 3)

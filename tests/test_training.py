@@ -336,3 +336,91 @@ def test_predict_and_evaluate_on_raw_data_without_the_cache(tmp_path, cache_dir)
     accuracy = (predictions["label_prediction"] == new["label"].astype(str)).mean()
     assert accuracy == pytest.approx(metrics["evaluation"]["label/accuracy"])
     assert not cache_dir.exists() or not any(cache_dir.iterdir())  # predict never touched the cache
+
+
+def _titles_table(rows: int, seed: int) -> pd.DataFrame:
+    """Short titles whose words move a 1-10 rating, and a number that moves it too."""
+    rng = np.random.default_rng(seed)
+    words = np.array(["war", "love", "night", "city", "dark", "summer", "king", "dream"])
+    effect = np.array([-1.5, 1.0, -0.5, 0.2, -1.0, 1.2, 0.6, 0.8])
+    picks = rng.integers(0, len(words), size=(rows, 2))
+    size = rng.normal(size=rows)
+    rating = 5.5 + effect[picks].sum(axis=1) + 0.8 * size + rng.normal(scale=0.3, size=rows)
+    return pd.DataFrame(
+        {
+            "title": [" ".join(words[p]) for p in picks],
+            "size": size,
+            "rating": np.clip(rating, 1.0, 10.0),
+        }
+    )
+
+
+TITLES_MODEL = [
+    "model.input_features=[{name:title,type:text},{name:size,type:number}]",
+    "model.output_features=[{name:rating,type:number}]",
+]
+
+
+def test_unseen_words_predict_as_an_empty_text_and_inside_the_target_range(
+    tmp_path, cache_dir, caplog
+):
+    """Words never seen in training are the one trained unknown token: a title made only of
+    them predicts exactly what an empty title predicts, and every prediction stays inside the
+    training target's range, even for numbers far outside the training inputs'. The automatic
+    choices are logged with their reasons and stored in meta.json."""
+    from runner import Predictor
+
+    caplog.set_level("INFO")
+    table = _titles_table(2000, seed=0)
+    table.to_csv(tmp_path / "titles.csv", index=False)
+    metrics = run_experiment(
+        tmp_path / "run",
+        cache_dir,
+        f"dataset.path={tmp_path / 'titles.csv'}",
+        *TITLES_MODEL,
+        "trainer.epochs=8",
+    )
+    assert metrics["test"]["rating/r2"] > 0.8
+    assert "feature 'size': normalization robust" in caplog.text
+    assert "feature 'rating': normalization zscore: z-scored target" in caplog.text
+    assert "feature 'title': vocabulary of" in caplog.text
+    meta = json.loads((tmp_path / "run" / "model" / "meta.json").read_text())
+    assert "skewness" in meta["features"]["size"]["stats"]["reason"]
+    assert meta["features"]["title"]["stats"]["vocab"][:1] != []
+    predictor = Predictor.load(tmp_path / "run" / "model")
+    sizes = [0.0, 0.5, -1.0, 40.0, -40.0]
+    unseen = pd.DataFrame({"title": ["qwxz vbnm"] * 5, "size": sizes})
+    empty = pd.DataFrame({"title": [""] * 5, "size": sizes})
+    missing = pd.DataFrame({"title": [None] * 5, "size": sizes})
+    got = Predictor.load(tmp_path / "run" / "model").predict(unseen)["rating_prediction"]
+    np.testing.assert_allclose(got, predictor.predict(empty)["rating_prediction"], atol=1e-6)
+    np.testing.assert_allclose(got, predictor.predict(missing)["rating_prediction"], atol=1e-6)
+    low, high = table.loc[:, "rating"].min(), table.loc[:, "rating"].max()
+    extreme = pd.DataFrame({"title": ["war dark night"] * 2, "size": [-1e6, 1e6]})
+    for frame in (unseen, extreme):
+        predicted = predictor.predict(frame)["rating_prediction"]
+        assert predicted.between(low - 1e-9, high + 1e-9).all()
+
+
+def test_a_model_no_better_than_the_mean_is_named_in_the_summary(tmp_path, cache_dir, capsys):
+    """A target the inputs cannot explain (noise), trained at a rate that leaves the network
+    as it started: the summary says in one line that validation is no better than predicting
+    the training mean, and metrics.json records it."""
+    rng = np.random.default_rng(0)
+    noise = pd.DataFrame({"x": rng.normal(size=600), "y": rng.normal(size=600)})
+    noise.to_csv(tmp_path / "noise.csv", index=False)
+    run_experiment(
+        tmp_path / "run",
+        cache_dir,
+        f"dataset.path={tmp_path / 'noise.csv'}",
+        "model.input_features=[{name:x,type:number}]",
+        "model.output_features=[{name:y,type:number}]",
+        "trainer.learning_rate=1e-8",
+        *FAST,
+    )
+    out = capsys.readouterr().out
+    warning = [line for line in out.splitlines() if line.startswith("warning: y/r2")]
+    assert len(warning) == 1 and "no better than the baseline's" in warning[0]
+    check = json.loads((tmp_path / "run" / "metrics.json").read_text())["baseline_check"]
+    assert check["y"]["better"] is False and check["y"]["metric"] == "y/r2"
+    assert check["y"]["value"] <= check["y"]["baseline"]

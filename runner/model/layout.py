@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from runner.config import ModelConfig
-from runner.processing.features import SetFeature, date_columns, vector_columns
+from runner.processing.features import SetFeature, TextFeature, date_columns, vector_columns
 
 # The input groups of a batch (what the loader builds and the network reads).
 NUMERIC = "numeric"
@@ -33,12 +33,15 @@ class OutputSpec:
 class Layout:
     numeric: list[str]
     categories: list[tuple[str, int, int]]  # name, vocabulary size, embedding size
-    texts: list[tuple[str, int, int]]  # name, buckets, embedding size
+    texts: list[tuple[str, int, int]]  # name, token ids (vocabulary or buckets), embedding size
     outputs: list[OutputSpec]
+    # Text features whose id 1 is a trained unknown token (a fitted vocabulary): training
+    # replaces some of their tokens by it (model.token_dropout).
+    unknown_token_texts: list[str] = field(default_factory=list)
 
     @classmethod
     def from_meta(cls, meta: dict, model: ModelConfig) -> Layout:
-        numeric, categories, texts, outputs = [], [], [], []
+        numeric, categories, texts, outputs, unknown = [], [], [], [], []
         for name in meta["input_features"]:
             info = meta["features"][name]
             embedding = model.embedding_of(name)
@@ -51,7 +54,9 @@ class Layout:
             elif info["type"] == "category":
                 categories.append((name, len(info["stats"]["vocab"]) + 1, embedding))
             elif info["type"] == "text":
-                texts.append((name, info["stats"]["num_buckets"], embedding))
+                texts.append((name, TextFeature.size(info["stats"]), embedding))
+                if "vocab" in info["stats"]:
+                    unknown.append(name)
             elif info["type"] == "set":  # ids 0 (padding) and 1 (unseen) before the vocabulary
                 texts.append((name, len(info["stats"]["vocab"]) + SetFeature.FIRST_ID, embedding))
         for name in meta["output_features"]:
@@ -67,4 +72,4 @@ class Layout:
                 outputs.append(OutputSpec(name, "set", len(stats["vocab"]), list(stats["vocab"])))
             else:
                 outputs.append(OutputSpec(name, "number", 1))
-        return cls(numeric, categories, texts, outputs)
+        return cls(numeric, categories, texts, outputs, unknown)

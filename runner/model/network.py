@@ -17,22 +17,32 @@ from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
 
 
 class TextEncoder(nn.Module):
-    """Mean of the hashed-token embeddings of a row; bucket 0 is padding. The embeddings start
-    small (std 0.1, not 1): a row's mean then starts near zero instead of as noise the size of
-    the signal. Measured in the accuracy suite: the review table's ROC AUC 0.75 (std 1) ->
-    0.86 (0.1 and 0.01); the loans table's short job titles prefer larger (accuracy 0.44 at 1,
-    0.42 at 0.1, 0.39 at 0.01), so 0.1."""
+    """Mean of a row's token embeddings (text words and pairs, or set members); id 0 is padding.
+    The embeddings start small (std 0.1, not 1): a row's mean then starts near zero instead of
+    as noise the size of the signal. Measured in the accuracy suite: the review table's ROC AUC
+    0.75 (std 1) -> 0.86 (0.1 and 0.01); the loans table's short job titles prefer larger
+    (accuracy 0.44 at 1, 0.42 at 0.1, 0.39 at 0.01), so 0.1. With `token_dropout`, training
+    replaces that share of the tokens by the unknown token (id 1), which is what a word never
+    seen in training becomes: the model learns what to make of it, and leans less on any one
+    word."""
 
-    def __init__(self, buckets: int, dim: int):
+    def __init__(self, size: int, dim: int, token_dropout: float = 0.0):
         super().__init__()
-        self.embedding = nn.Embedding(buckets, dim, padding_idx=0)
+        self.embedding = nn.Embedding(size, dim, padding_idx=0)
+        self.token_dropout = token_dropout
         nn.init.normal_(self.embedding.weight, std=0.1)
         with torch.no_grad():
             self.embedding.weight[0].zero_()  # padding stays zero
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        present = tokens > 0
+        if self.training and self.token_dropout > 0:
+            dropped = (
+                torch.rand(tokens.shape, device=tokens.device) < self.token_dropout
+            ) & present
+            tokens = torch.where(dropped, torch.ones_like(tokens), tokens)
         vectors = self.embedding(tokens)
-        counts = (tokens > 0).sum(dim=1, keepdim=True).clamp(min=1)
+        counts = present.sum(dim=1, keepdim=True).clamp(min=1)
         return vectors.sum(dim=1) / counts
 
 
@@ -146,7 +156,14 @@ class TabularModel(nn.Module):
             nn.Embedding(size, dim) for _, size, dim in layout.categories
         )
         self.texts = nn.ModuleDict(
-            {name: TextEncoder(buckets, dim) for name, buckets, dim in layout.texts}
+            {
+                name: TextEncoder(
+                    size,
+                    dim,
+                    settings.token_dropout if name in layout.unknown_token_texts else 0.0,
+                )
+                for name, size, dim in layout.texts
+            }
         )
         self.periodic = None
         numeric_width = len(layout.numeric)

@@ -21,7 +21,7 @@ from runner.errors import UserError
 from runner.processing.split import uniform_from_ids
 
 # Bump when a transform's output changes: it is part of every cache key.
-PREPROCESSING_VERSION = 1
+PREPROCESSING_VERSION = 2
 
 UNKNOWN_TOKEN = "<UNK>"
 ROW_ID = "__row__"  # the raw row number, kept beside the processed columns
@@ -115,22 +115,29 @@ class Feature:
 
 
 class NumberFeature(Feature):
+    """Numbers. The default normalization, `auto`, is decided on the training split and stored
+    with its reason: an input is scaled robustly (median and interquartile range) and its
+    outliers clipped smoothly (x / sqrt(1 + (x/3)^2), as RealMLP does), after a sign-kept
+    log1p when it is right-skewed and never negative; an output (a regression target) is
+    z-scored, in log space when it is right-skewed and never negative (prices, counts).
+    Inputs also keep quantile bin edges for the piecewise-linear number encoder."""
+
     type_name = "number"
     defaults = {
         "missing_value_strategy": "fill_mean",
         "fill_value": 0.0,
-        "normalization": "zscore",
+        "normalization": "auto",
         "num_quantiles": 1000,
     }
     missing_strategies = ("fill_mean", "fill_zero", "fill_value", "drop_row")
-    normalizations = ("zscore", "minmax", "log1p", "quantile", "none", None)
+    normalizations = ("auto", "robust", "zscore", "minmax", "log1p", "quantile", "none", None)
 
     def __init__(self, cfg: dict, role: str):
         super().__init__(cfg, role)
         if self.options["normalization"] not in self.normalizations:
             raise UserError(
                 f"feature '{self.name}' has normalization '{self.options['normalization']}'; "
-                "use zscore, minmax, log1p, quantile or none"
+                "use auto, robust, zscore, minmax, log1p, quantile or none"
             )
         if int(self.options["num_quantiles"]) < 2:
             raise UserError(f"feature '{self.name}' has num_quantiles < 2; use at least 2")
@@ -151,6 +158,11 @@ class NumberFeature(Feature):
                 )
         return coerced.to_numpy(dtype=np.float64, na_value=np.nan)
 
+    @property
+    def _needs_sample(self) -> bool:
+        # Inputs always (bin edges); an output only to decide or apply its transform.
+        return self.role == "input" or self.options["normalization"] in ("auto", "quantile")
+
     def partial_stats(self, series, row_ids):
         v = self._numeric(series, row_ids)
         present = v[~np.isnan(v)]
@@ -161,12 +173,10 @@ class NumberFeature(Feature):
             "min": float(present.min()) if present.size else None,
             "max": float(present.max()) if present.size else None,
         }
-        # Only what the chosen normalization needs: the default path pays for nothing more.
-        mode = self.options["normalization"]
-        if mode == "log1p":
+        if self.options["normalization"] == "log1p":
             logged = _signed_log1p(present)
             stats.update(log_sum=float(logged.sum()), log_sum_sq=float(np.square(logged).sum()))
-        elif mode == "quantile":
+        if self._needs_sample:
             stats["sample"] = _bottom_k(present, row_ids[~np.isnan(v)])
         return stats
 
@@ -180,11 +190,46 @@ class NumberFeature(Feature):
             "max": max(p["max"] for p in partials if p["max"] is not None),
         }
         mode = self.options["normalization"]
+        sample = _merged_sample(partials) if self._needs_sample else None
         if mode == "log1p":
             stats["log_mean"], stats["log_std"] = _moments(partials, "log_sum", "log_sum_sq", count)
         elif mode == "quantile":
-            stats["quantiles"] = _quantiles(partials, int(self.options["num_quantiles"]))
+            stats["quantiles"] = _quantiles(sample, int(self.options["num_quantiles"]))
+        elif mode in ("auto", "robust"):
+            stats.update(self._decide(sample, stats["min"], mode))
+        if self.role == "input":
+            edges = np.quantile(sample, np.linspace(0.0, 1.0, BIN_EDGES))
+            stats["bin_edges"] = np.unique(self.normalize(edges, stats)).tolist()
         return stats
+
+    def _decide(self, sample: np.ndarray, low: float, mode: str) -> dict:
+        """`auto` and `robust` made concrete on the training split's sample, with the reason."""
+        skew = _skewness(sample)
+        skewed = low >= 0 and skew >= SKEW_FOR_LOG
+        why = f"skewness {skew:.2f}, minimum {low:g}"
+        if self.role == "output":  # a target must invert exactly: z-scored, maybe in log space
+            if mode == "auto" and skewed:
+                logged = _signed_log1p(sample)
+                return {
+                    "normalization": "log1p",
+                    "log_mean": float(logged.mean()),
+                    "log_std": float(logged.std()),
+                    "reason": f"log1p target: right-skewed and never negative ({why})",
+                }
+            if mode == "auto":
+                return {"normalization": "zscore", "reason": f"z-scored target ({why})"}
+        log = mode == "auto" and skewed
+        values = _signed_log1p(sample) if log else sample
+        q1, median, q3 = np.quantile(values, [0.25, 0.5, 0.75])
+        scale = (q3 - q1) / IQR_OF_NORMAL or (values.max() - values.min()) / 2 or 1.0
+        reason = "robust scaling, smooth clipping"
+        return {
+            "normalization": "robust",
+            "log": bool(log),
+            "center": float(median),
+            "scale": float(scale),
+            "reason": f"{'log1p, ' if log else ''}{reason} ({why})",
+        }
 
     def fill_value(self, stats: dict) -> float:
         strategy = self.options["missing_value_strategy"]
@@ -192,8 +237,16 @@ class NumberFeature(Feature):
             strategy, float(self.options["fill_value"])
         )
 
+    def mode(self, stats: dict) -> str:
+        """The normalization in use: the one `auto` picked, else the configured one."""
+        return stats.get("normalization", self.options["normalization"])
+
     def normalize(self, v: np.ndarray, stats: dict) -> np.ndarray:
-        mode = self.options["normalization"]
+        mode = self.mode(stats)
+        if mode == "robust":  # median-centred, IQR-scaled, outliers clipped smoothly
+            x = _signed_log1p(v) if stats["log"] else v
+            z = (x - stats["center"]) / stats["scale"]
+            return z / np.sqrt(1.0 + np.square(z / SMOOTH_CLIP))
         if mode == "zscore":
             return (v - stats["mean"]) / (stats["std"] or 1.0)
         if mode == "minmax":
@@ -207,7 +260,7 @@ class NumberFeature(Feature):
         return v
 
     def denormalize(self, v: np.ndarray, stats: dict) -> np.ndarray:
-        mode = self.options["normalization"]
+        mode = self.mode(stats)
         if mode == "zscore":
             return v * (stats["std"] or 1.0) + stats["mean"]
         if mode == "minmax":
@@ -228,6 +281,21 @@ class NumberFeature(Feature):
         return self.normalize(v, stats).astype(np.float32), keep
 
 
+BIN_EDGES = 33  # quantile edges kept per number input: up to 32 bins for the encoder
+SKEW_FOR_LOG = 1.0  # a never-negative column this right-skewed is taken in log space
+IQR_OF_NORMAL = 1.3489795  # a normal's interquartile range in standard deviations
+SMOOTH_CLIP = 3.0  # robust-scaled values are squashed smoothly towards +-this
+
+
+def _skewness(sample: np.ndarray) -> float:
+    """Skewness of the sample winsorized at its 1st and 99th percentiles: a handful of
+    outliers (which smooth clipping handles) must not decide that a column is skewed."""
+    low, high = np.quantile(sample, [0.01, 0.99])
+    x = np.clip(sample, low, high)
+    std = x.std()
+    return float(np.mean((x - x.mean()) ** 3) / std**3) if std > 0 else 0.0
+
+
 def _signed_log1p(v: np.ndarray) -> np.ndarray:
     """log1p of the magnitude with the sign kept: defined for every real value."""
     return np.sign(v) * np.log1p(np.abs(v))
@@ -246,10 +314,14 @@ def _bottom_k(values: np.ndarray, row_ids: np.ndarray) -> list[list[float]]:
     return [hashes[order].tolist(), values[order].tolist()]
 
 
-def _quantiles(partials: list[dict], count: int) -> list[float]:
+def _merged_sample(partials: list[dict]) -> np.ndarray:
+    """The bottom-k sample of the union of the partitions' samples, in hash order."""
     hashes = np.concatenate([np.asarray(p["sample"][0], dtype=np.float64) for p in partials])
     values = np.concatenate([np.asarray(p["sample"][1], dtype=np.float64) for p in partials])
-    sample = values[np.argsort(hashes, kind="stable")[:SAMPLE_SIZE]]
+    return values[np.argsort(hashes, kind="stable")[:SAMPLE_SIZE]]
+
+
+def _quantiles(sample: np.ndarray, count: int) -> list[float]:
     return np.quantile(sample, np.linspace(0.0, 1.0, count)).tolist()
 
 
@@ -275,6 +347,15 @@ def _vocabulary(partials: list[dict], options: dict) -> list[str]:
         counts.update(p["counts"])
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     return [k for k, c in ranked if c >= options["min_count"]][: options["max_vocab_size"]]
+
+
+def _vocab_index(owner: Feature, vocab: list[str]) -> pd.Index:
+    """A hash index of a vocabulary (value -> position, -1 when unseen), built once per
+    vocabulary object: a Predictor or server transforms many small frames with the same one."""
+    cached = getattr(owner, "_vocab_cache", None)
+    if cached is None or cached[0] is not vocab:
+        cached = owner._vocab_cache = (vocab, pd.Index(vocab, dtype=object))
+    return cached[1]
 
 
 class CategoryFeature(Feature):
@@ -304,14 +385,6 @@ class CategoryFeature(Feature):
             )
         return {"vocab": kept, "mode": kept[0]}
 
-    def _vocab_index(self, vocab: list[str]) -> pd.Index:
-        """A hash index of the vocabulary (value -> code, -1 when unseen), built once per
-        vocabulary object: a Predictor or server transforms many small frames with the same one."""
-        cached = getattr(self, "_vocab_cache", None)
-        if cached is None or cached[0] is not vocab:
-            cached = self._vocab_cache = (vocab, pd.Index(vocab, dtype=object))
-        return cached[1]
-
     def vocabulary(self, stats: dict) -> list[str]:
         """Index -> label; inputs reserve index 0 for unknown and missing values."""
         return stats["vocab"] if self.role == "output" else [UNKNOWN_TOKEN, *stats["vocab"]]
@@ -324,7 +397,7 @@ class CategoryFeature(Feature):
             values = values.fillna(stats["mode"])
         elif strategy == "fill_value":
             values = values.fillna(str(self.options["fill_value"]))
-        codes = self._vocab_index(stats["vocab"]).get_indexer(values.to_numpy()).astype(np.int64)
+        codes = _vocab_index(self, stats["vocab"]).get_indexer(values.to_numpy()).astype(np.int64)
         if self.role == "output":
             # Unseen or missing targets cannot be scored; those rows are dropped.
             return codes.astype(np.int32), codes >= 0
@@ -404,14 +477,30 @@ class BinaryFeature(Feature):
 
 
 class TextFeature(Feature):
-    """Hashed bag of words and word pairs (`ngrams: 2`): stateless, so it needs no fitting and
-    no vocabulary. Word pairs carry what single words cannot ("not good")."""
+    """Words and adjacent word pairs (`ngrams: 2`; pairs carry what single words cannot: "not
+    good") as ids of a vocabulary fitted on the training split: the tokens seen at least
+    `min_count` times, at most `max_vocab_size` of them, most frequent first. Id 0 is padding,
+    1 the unknown token: every token outside the vocabulary, and a text with no known token
+    at all (an empty one too), so a text of words never seen in training encodes exactly as an
+    empty text, through an embedding that training did see (rare words, empty cells and token
+    dropout train it). `encoding: hashing` keeps the older stateless variant (tokens hashed
+    into `num_buckets`, no fitting): a word never seen in training then lands in a bucket whose
+    embedding was never trained."""
 
     type_name = "text"
     output_allowed = False
-    # Measured on a review table (accuracy suite): 32 tokens and 4096 buckets lost most of the
-    # signal to truncation and to hash collisions (ROC AUC 0.78 -> 0.86 at 256 and 2**18).
-    defaults = {"max_tokens": 256, "num_buckets": 262144, "lowercase": True, "ngrams": 2}
+    # Measured on a review table (accuracy suite): 32 tokens lost most of the signal to
+    # truncation (ROC AUC 0.78 -> 0.86 at 256).
+    defaults = {
+        "encoding": "vocabulary",
+        "max_tokens": 256,
+        "min_count": 2,
+        "max_vocab_size": 50000,
+        "num_buckets": 262144,
+        "lowercase": True,
+        "ngrams": 2,
+    }
+    FIRST_ID = 2  # 0: padding, 1: unknown
 
     def __init__(self, cfg: dict, role: str):
         super().__init__(cfg, role)
@@ -419,31 +508,67 @@ class TextFeature(Feature):
             raise UserError(
                 f"text feature '{self.name}' has ngrams {self.options['ngrams']}; use 1 or 2"
             )
+        if self.options["encoding"] not in ("vocabulary", "hashing"):
+            raise UserError(
+                f"text feature '{self.name}' has encoding {self.options['encoding']!r}; "
+                "use vocabulary or hashing"
+            )
+        for key in ("min_count", "max_vocab_size", "max_tokens"):
+            if int(self.options[key]) < 1:
+                raise UserError(f"text feature '{self.name}' has {key} < 1; use at least 1")
 
-    def partial_stats(self, series, row_ids):
-        return {}
-
-    def combine(self, partials):
-        return {
-            "num_buckets": int(self.options["num_buckets"]),
-            "max_tokens": int(self.options["max_tokens"]),
-            "ngrams": int(self.options["ngrams"]),
-        }
-
-    def transform(self, series, stats, row_ids):
+    def _tokens(self, series: pd.Series, max_tokens: int, ngrams: int) -> list[list[str]]:
         text = series.fillna("").astype(str)
         if self.options["lowercase"]:
             text = text.str.lower()
-        limit = stats["max_tokens"]
-        token_lists = [tokens[:limit] for tokens in text.str.findall(r"\w+").tolist()]
-        if stats.get("ngrams", 1) == 2:
+        token_lists = [tokens[:max_tokens] for tokens in text.str.findall(r"\w+").tolist()]
+        if ngrams == 2:
             token_lists = [
                 t + [f"{a} {b}" for a, b in zip(t, t[1:], strict=False)] for t in token_lists
             ]
+        return token_lists
+
+    def partial_stats(self, series, row_ids):
+        if self.options["encoding"] == "hashing":
+            return {}
+        tokens = self._tokens(series, int(self.options["max_tokens"]), int(self.options["ngrams"]))
+        counts: Counter = Counter(t for row in tokens for t in row)
+        return {"counts": dict(counts)}
+
+    def combine(self, partials):
+        shape = {
+            "max_tokens": int(self.options["max_tokens"]),
+            "ngrams": int(self.options["ngrams"]),
+        }
+        if self.options["encoding"] == "hashing":
+            return {"num_buckets": int(self.options["num_buckets"]), **shape}
+        return {"vocab": _vocabulary(partials, self.options), **shape}
+
+    @staticmethod
+    def size(stats: dict) -> int:
+        """Rows of the embedding table: padding, unknown and the vocabulary (or the buckets)."""
+        if "vocab" in stats:
+            return len(stats["vocab"]) + TextFeature.FIRST_ID
+        return int(stats["num_buckets"])
+
+    def transform(self, series, stats, row_ids):
+        token_lists = self._tokens(series, stats["max_tokens"], stats.get("ngrams", 1))
         lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int32, count=len(token_lists))
         flat = [tok for tokens in token_lists for tok in tokens]
         codes, uniques = pd.factorize(pd.Series(flat, dtype=object))
-        # Bucket 0 is padding, so hashed ids are 1..num_buckets-1.
+        if "vocab" in stats:
+            # Tokens outside the vocabulary are 1; an empty text is one unknown token, so that it
+            # encodes as a text of words never seen in training (their mean is that token too).
+            index = _vocab_index(self, stats["vocab"])
+            id_of = index.get_indexer(uniques.to_numpy(dtype=object)).astype(np.int32)
+            id_of = np.where(id_of >= 0, id_of + self.FIRST_ID, 1).astype(np.int32)
+            values = id_of[codes] if len(flat) else np.zeros(0, dtype=np.int32)
+            empty = lengths == 0
+            starts = np.cumsum(lengths) - lengths
+            values = np.insert(values, starts[empty], 1).astype(np.int32)
+            lengths = np.where(empty, 1, lengths).astype(np.int32)
+            return _list_column(values, lengths, series.index), np.ones(len(lengths), dtype=bool)
+        # Hashing: bucket 0 is padding, so hashed ids are 1..num_buckets-1.
         bucket_of = np.array(
             [zlib.crc32(u.encode()) % (stats["num_buckets"] - 1) + 1 for u in uniques],
             dtype=np.int32,
@@ -526,6 +651,25 @@ DATE_CYCLES = {
     "hour": 24,
     "minute": 60,
 }
+
+
+def automatic_choices(meta: dict) -> list[str]:
+    """One line per choice that preprocessing made from the training split (stored in meta.json
+    beside the statistics it came from): a number's normalization and why, a text's vocabulary."""
+    lines = []
+    for name, info in meta["features"].items():
+        stats = info["stats"]
+        if "reason" in stats:
+            lines.append(
+                f"feature '{name}': normalization {stats['normalization']}: {stats['reason']}"
+            )
+        if info["type"] == "text" and "vocab" in stats:
+            options = {**TextFeature.defaults, **info["preprocessing"]}
+            lines.append(
+                f"feature '{name}': vocabulary of {len(stats['vocab'])} words and word pairs "
+                f"(seen at least {options['min_count']} times in training; any other is unknown)"
+            )
+    return lines
 
 
 def date_columns(name: str) -> list[str]:

@@ -18,6 +18,7 @@ from runner.processing.cache import PreprocessingCache, cache_key
 from runner.processing.features import (
     PREPROCESSING_VERSION,
     FeatureSet,
+    automatic_choices,
     combine_partials,
     fit_partial,
     transform_frame,
@@ -95,6 +96,7 @@ def _preprocess(
                 meta = cache.lookup(key)
                 seconds = time.perf_counter() - started
                 log.info("preprocessed in %.2fs: %s", seconds, _rows_line(meta))
+                _log_choices(meta)
                 return Preprocessed(cache.splits(key, meta), meta, False, seconds)
     seconds = time.perf_counter() - started
     log.info(
@@ -103,7 +105,14 @@ def _preprocess(
         _rows_line(meta),
         seconds,
     )
+    _log_choices(meta)
     return Preprocessed(cache.splits(key, meta), meta, True, seconds)
+
+
+def _log_choices(meta: dict) -> None:
+    """Every choice made from the data, with its reason, in every run's log (cache hit or not)."""
+    for line in automatic_choices(meta):
+        log.info("%s", line)
 
 
 def _rows_line(meta: dict) -> str:

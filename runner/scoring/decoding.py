@@ -19,10 +19,59 @@ class Decoders:
         self.stats = {name: meta["features"][name]["stats"] for name in meta["output_features"]}
 
     def denormalizer(self, name: str):
+        """Normalized values -> raw units (a number output's targets); None for other types."""
         feature = self.features[name]
         if feature.type_name != "number":
             return None
         return lambda v: feature.denormalize(v, self.stats[name])
+
+    def predicted(self, name: str):
+        """A number output's predictions in raw units, kept inside the training target's range
+        as trees' are: a network extrapolates where the training data never went."""
+        denormalize = self.denormalizer(name)
+        if denormalize is None:
+            return None
+        low, high = self.stats[name]["min"], self.stats[name]["max"]
+        return lambda v: np.clip(denormalize(v), low, high)
+
+
+def constant_logits(layout: Layout, decoders: Decoders, rows: int) -> dict[str, np.ndarray]:
+    """What the baseline predicts for every row, as logits: the training split's most frequent
+    class (a category's vocabulary is frequency-ranked, so class 0), no positives (binary and set;
+    ROC AUC 0.5), and a number target's training mean. Scored by the same metrics as the model,
+    this is the mean/majority baseline the model has to beat."""
+    constants = {}
+    for spec in layout.outputs:
+        if spec.type == "category":
+            row = np.zeros(spec.size, dtype=np.float32)
+            row[0] = 1.0
+        elif spec.type == "number":
+            stats = decoders.stats[spec.name]
+            mean = decoders.features[spec.name].normalize(np.array([stats["mean"]]), stats)
+            row = mean.astype(np.float32)
+        else:
+            row = np.full(spec.size, -1.0, dtype=np.float32)
+        constants[spec.name] = np.tile(row, (rows, 1))
+    return constants
+
+
+def baseline_check(layout: Layout, scored: dict[str, float], baseline: dict[str, float]) -> dict:
+    """Per output, its main metric against the baseline's on the same split: {output: {metric,
+    value, baseline, better}}. `better` is false where the model does not beat the baseline."""
+    check = {}
+    for spec in layout.outputs:
+        metric = f"{spec.name}/{METRICS[spec.type][0]}"
+        value, reference = scored.get(metric), baseline.get(metric)
+        if value is None or reference is None:
+            continue
+        better = bool(value > reference) if np.isfinite(value) else False
+        check[spec.name] = {
+            "metric": metric,
+            "value": float(value),
+            "baseline": float(reference),
+            "better": better,
+        }
+    return check
 
 
 def metric_names(layout: Layout) -> list[str]:
@@ -38,7 +87,11 @@ def partial_metrics(
     """Each output's mergeable statistics over one shard (see metrics.partial)."""
     return {
         spec.name: metrics.partial(
-            spec.type, logits[spec.name], targets[spec.name], decoders.denormalizer(spec.name)
+            spec.type,
+            logits[spec.name],
+            targets[spec.name],
+            decoders.denormalizer(spec.name),
+            decoders.predicted(spec.name),
         )
         for spec in layout.outputs
     }
@@ -122,8 +175,9 @@ def prediction_frame(
             if targets is not None:
                 columns[spec.name] = labels[targets[spec.name]]
         else:
-            denormalize = decoders.denormalizer(spec.name)
-            columns[f"{spec.name}_prediction"] = denormalize(z.reshape(-1).astype(np.float64))
+            predict = decoders.predicted(spec.name)
+            columns[f"{spec.name}_prediction"] = predict(z.reshape(-1).astype(np.float64))
             if targets is not None:
+                denormalize = decoders.denormalizer(spec.name)
                 columns[spec.name] = denormalize(targets[spec.name].astype(np.float64))
     return pd.DataFrame(columns)

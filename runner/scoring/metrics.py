@@ -72,8 +72,12 @@ def _log_sigmoid(x: np.ndarray) -> np.ndarray:
 # the positives and of the negatives (one float32 a row, not the table).
 
 
-def partial(kind: str, logits: np.ndarray, target: np.ndarray, denormalize=None) -> dict:
-    """The statistics of one shard that the metrics of one output need."""
+def partial(
+    kind: str, logits: np.ndarray, target: np.ndarray, denormalize=None, predicted=None
+) -> dict:
+    """The statistics of one shard that the metrics of one output need. A number output's
+    targets go through `denormalize`, its predictions through `predicted` (raw units, kept in
+    the training range; `denormalize` when None)."""
     n = len(target)
     if kind == "binary":
         z = logits.reshape(-1).astype(np.float64)
@@ -115,7 +119,7 @@ def partial(kind: str, logits: np.ndarray, target: np.ndarray, denormalize=None)
     y = target.astype(np.float64)
     loss_sum = float(np.sum((z - y) ** 2))  # on the normalized scale, as trained
     if denormalize is not None:
-        z, y = denormalize(z), denormalize(y)
+        z, y = (predicted or denormalize)(z), denormalize(y)
     error = z - y
     mean = float(y.mean()) if n else 0.0
     return {
@@ -196,7 +200,7 @@ def finish(kind: str, stats: dict) -> dict[str, float]:
 
 
 def output_metrics(
-    kind: str, logits: np.ndarray, target: np.ndarray, denormalize=None
+    kind: str, logits: np.ndarray, target: np.ndarray, denormalize=None, predicted=None
 ) -> dict[str, float]:
     """Metrics of one output from raw logits and processed targets."""
-    return finish(kind, partial(kind, logits, target, denormalize))
+    return finish(kind, partial(kind, logits, target, denormalize, predicted))

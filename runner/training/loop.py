@@ -16,7 +16,7 @@ from tqdm import tqdm
 from runner.errors import UserError
 from runner.model.layout import Layout
 from runner.model.network import build_model
-from runner.scoring.decoding import Decoders, compute_metrics, metric_names
+from runner.scoring.decoding import Decoders, compute_metrics, constant_logits, metric_names
 from runner.scoring.inference import score, stack_outputs
 from runner.training import checkpoints, workers
 from runner.training.early_stopping import EarlyStopping
@@ -190,11 +190,17 @@ class _Epochs:
             samples = seen * strategy.world_size  # equal training shards
             self.result.samples_seen += samples
             self.result.step_seconds += step_seconds
-            val_metrics = (
-                _evaluate(self.step, self.decoders, self.job.loader, self.val_data, strategy)
-                if self.has_validation
-                else {}
-            )
+            val_metrics = {}
+            if self.has_validation:
+                val_metrics, baseline = _evaluate(
+                    self.step,
+                    self.decoders,
+                    self.job.loader,
+                    self.val_data,
+                    strategy,
+                    with_baseline=not self.result.validation_baseline,
+                )
+                self.result.validation_baseline = self.result.validation_baseline or baseline
             record = {
                 "epoch": epoch + 1,
                 "train": train_metrics,
@@ -357,11 +363,18 @@ def _since_process_start() -> float:
     return time.time() - psutil.Process().create_time()
 
 
-def _evaluate(step: Step, decoders, loader, data, strategy) -> dict[str, float]:
+def _evaluate(
+    step: Step, decoders, loader, data, strategy, with_baseline: bool = False
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The split's metrics, and (when asked) the mean/majority baseline's on the same rows."""
     scored = score(step.model, loader.eval_batches(data), step.layout, step)
-    return compute_metrics(
-        step.layout, decoders, strategy.gather(scored.logits), strategy.gather(scored.targets)
-    )
+    targets = strategy.gather(scored.targets)
+    metrics = compute_metrics(step.layout, decoders, strategy.gather(scored.logits), targets)
+    if not with_baseline:
+        return metrics, {}
+    rows = len(next(iter(targets.values()))) if targets else 0
+    constants = constant_logits(step.layout, decoders, rows)
+    return metrics, compute_metrics(step.layout, decoders, constants, targets)
 
 
 def _log_epoch(writer, record: dict) -> None:
