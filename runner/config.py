@@ -100,17 +100,22 @@ class ModelConfig:
     embedding_size: int = 16
     token_size: int = 32  # transformer: the width of every feature's token
     num_heads: int = 4  # transformer: attention heads (token_size must divide by it)
-    number_encoder: str = "none"  # none (values as they are) | periodic (PLR embeddings)
+    # auto (piecewise, except with the transformer, which makes its own token of each number) |
+    # none (values as they are) | piecewise (PLE: quantile bins of the training split) |
+    # periodic (PLR embeddings)
+    number_encoder: str = "auto"
     # Share of a text's tokens that training replaces by the unknown token (vocabulary texts).
-    token_dropout: float = 0.1
+    token_dropout: float = 0.5
 
     def __post_init__(self):
         _one_of(self.combiner, ("concat", "residual", "transformer"), "model.combiner")
-        _one_of(self.number_encoder, ("none", "periodic"), "model.number_encoder")
-        if self.number_encoder == "periodic" and self.combiner == "transformer":
+        _one_of(
+            self.number_encoder, ("auto", "none", "piecewise", "periodic"), "model.number_encoder"
+        )
+        if self.number_encoder not in ("auto", "none") and self.combiner == "transformer":
             raise UserError(
-                "model.number_encoder=periodic feeds the concat or residual combiner; the "
-                "transformer makes its own token of each number (drop one of the two)"
+                f"model.number_encoder={self.number_encoder} feeds the concat or residual "
+                "combiner; the transformer makes its own token of each number (drop one of the two)"
             )
         _require(self.num_heads >= 1, "model.num_heads", "at least 1", self.num_heads)
         _require(
@@ -128,6 +133,13 @@ class ModelConfig:
         _require(
             self.embedding_size >= 1, "model.embedding_size", "at least 1", self.embedding_size
         )
+
+    @property
+    def number_encoding(self) -> str:
+        """The number encoder in use: `auto` made concrete."""
+        if self.number_encoder == "auto":
+            return "none" if self.combiner == "transformer" else "piecewise"
+        return self.number_encoder
 
     def embedding_of(self, name: str) -> int:
         for feature in self.input_features:

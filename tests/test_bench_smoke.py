@@ -4,6 +4,7 @@ are measured by `nox -s bench`, not by tests)."""
 import json
 import sys
 
+import numpy as np
 import pytest
 from conftest import ROOT, run_cli  # noqa: F401  (ROOT: the suite runs from the checkout)
 
@@ -109,14 +110,15 @@ def test_every_figure_is_produced(tmp_path):
 
 
 def test_accuracy_suite_scores_a_real_table(tmp_path):
-    """nox -s accuracy on one table (the review table, whose signal is all in its text): the
-    runner and both baselines are scored on the same split and the table is written."""
+    """nox -s accuracy on one table (the review table, whose signal is all in its text) and two
+    split seeds: the runner, gradient boosting, TF-IDF + linear and the majority baseline are
+    scored on the same splits, and means, standard errors and the paired gap are written."""
     import subprocess
 
     out = tmp_path / "results"
     command = [sys.executable, str(ROOT / "bench" / "accuracy.py"), "--tables", "fine_foods"]
     result = subprocess.run(
-        [*command, "--variants", "default", "--out", str(out)],
+        [*command, "--variants", "default", "--seeds", "0,1", "--out", str(out)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -125,8 +127,14 @@ def test_accuracy_suite_scores_a_real_table(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     entry = json.loads((out / "accuracy.json").read_text())["tables"]["fine_foods"]
     assert entry["rows"] == 5000 and entry["metric"] == "roc_auc"
-    # The hashed words and word pairs carry the review's signal (0.72 with the old encoder).
-    assert entry["ours"]["default"]["value"] > 0.8
-    assert 0.7 < entry["gbm"]["value"] < 1 and 0.7 < entry["linear_text"]["value"] < 1
-    assert entry["default_gap"] == entry["ours"]["default"]["value"] - entry["gbm"]["value"]
-    assert "| fine_foods | binary | 5,000 | roc_auc |" in (out / "accuracy.md").read_text()
+    ours, gbm = entry["ours"]["default"], entry["gbm"]
+    # The words and word pairs carry the review's signal (0.72 with the old encoder).
+    assert len(ours["values"]) == 2 and ours["mean"] > 0.8 and ours["se"] >= 0
+    assert 0.7 < gbm["mean"] < 1 and 0.7 < entry["linear_text"]["mean"] < 1
+    assert entry["baseline"]["mean"] == 0.5 and entry["default_above_baseline"]
+    gaps = np.subtract(ours["values"], gbm["values"])
+    assert entry["default_gap"]["mean"] == pytest.approx(gaps.mean())
+    assert (
+        "| fine_foods | binary | 5,000 | roc_auc | 0.5000 ± 0.0000 |"
+        in (out / "accuracy.md").read_text()
+    )

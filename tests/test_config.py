@@ -119,11 +119,26 @@ def test_unknown_keys_are_errors_naming_the_closest(override, message):
         ),
         ("loader.eval_batch_size=0", "loader.eval_batch_size=0 is out of range"),
         ("command=fly", "command=fly is unknown; use one of: experiment, preprocess"),
+        ("model.token_dropout=1", "model.token_dropout=1.0 is out of range"),
+        (
+            "model.number_encoder=bins",
+            "model.number_encoder=bins is unknown; use one of: auto, none, piecewise, periodic",
+        ),
+        (
+            "model.combiner=transformer model.number_encoder=piecewise",
+            "model.number_encoder=piecewise feeds the concat or residual combiner",
+        ),
     ],
 )
 def test_values_out_of_range_are_errors_naming_the_key(override, message):
     with pytest.raises(UserError, match=message):
-        check_config(compose_config([override]))
+        check_config(compose_config(override.split()))
+
+
+def test_the_number_encoder_auto_is_piecewise_except_with_the_transformer():
+    assert check_config(compose_config([])).model.number_encoding == "piecewise"
+    transformer = check_config(compose_config(["model.combiner=transformer"])).model
+    assert transformer.number_encoding == "none"
 
 
 def test_the_default_config_is_valid_and_typed():

@@ -36,8 +36,11 @@ def test_number_zscore_fill_mean_and_partition_independence():
     assert one.pop("bin_edges") == three.pop("bin_edges")
     assert one == pytest.approx(three)
     assert one["mean"] == pytest.approx(3.0)
-    out, keep = f.transform(pd.Series(values), one, np.arange(6))
-    assert keep.all()
+    assert one["missing_flag"] is True  # missing in training: a flag column beside the value
+    columns, keep = f.transform(pd.Series(values), one, np.arange(6))
+    assert keep.all() and list(columns) == ["x", "x.missing"]
+    assert columns["x.missing"].tolist() == [0, 0, 1, 0, 0, 0]
+    out = columns["x"]
     assert out[2] == pytest.approx(0.0)  # missing -> mean -> 0 after z-score
     assert out.dtype == np.float32
     assert np.std(np.delete(out, 2)) == pytest.approx(1.0, rel=1e-5)
@@ -518,3 +521,20 @@ def test_number_predictions_are_kept_inside_the_training_target_range():
         "number", z, np.array([-1.0, 0.0, 1.0]), decoders.denormalizer("y"), decoders.predicted("y")
     )
     assert finish("number", stats)["mae"] == pytest.approx((2.0 + 0 + 3.0) / 3)
+
+
+def test_piecewise_linear_encoder_bins_extend_and_pass_through():
+    """Per column: 0 below a bin, 1 above, the position inside; the first bin extends below the
+    smallest edge and the last above the largest; columns without bins pass through."""
+    import torch
+
+    from runner.model.network import PiecewiseLinearEncoder
+
+    encoder = PiecewiseLinearEncoder([[0.0, 1.0, 2.0], [], [-1.0, 1.0]])
+    x = torch.tensor([[-1.0, 5.0, 0.0], [0.5, 0.0, 3.0], [1.5, 1.0, -3.0], [3.0, 0.0, 0.0]])
+    assert encoder.width == 3 + 3
+    np.testing.assert_allclose(
+        encoder(x)[:, 3:].numpy(),
+        [[-1.0, 0.0, 0.5], [0.5, 0.0, 2.0], [1.0, 0.5, -1.0], [1.0, 2.0, 0.5]],
+    )
+    np.testing.assert_allclose(encoder(x)[:, :3].numpy(), x.numpy())  # values kept beside

@@ -115,7 +115,13 @@ def test_date_set_and_vector_inputs_carry_signal_and_a_log1p_target_comes_back_r
 
 
 @pytest.mark.parametrize(
-    "combiner", ["residual", "transformer", "concat model.number_encoder=periodic"]
+    "combiner",
+    [
+        "residual",
+        "transformer",
+        "concat model.number_encoder=periodic",
+        "concat model.number_encoder=piecewise",
+    ],
 )
 def test_other_combiners_learn_every_feature_type_and_reload(
     tmp_path, cache_dir, mixed_csv, combiner

@@ -10,7 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from runner.config import ModelConfig
-from runner.processing.features import SetFeature, TextFeature, date_columns, vector_columns
+from runner.processing.features import (
+    SetFeature,
+    TextFeature,
+    date_columns,
+    missing_column,
+    vector_columns,
+)
 
 # The input groups of a batch (what the loader builds and the network reads).
 NUMERIC = "numeric"
@@ -38,19 +44,28 @@ class Layout:
     # Text features whose id 1 is a trained unknown token (a fitted vocabulary): training
     # replaces some of their tokens by it (model.token_dropout).
     unknown_token_texts: list[str] = field(default_factory=list)
+    # Per numeric column, its quantile bin edges in the normalized space (number inputs
+    # preprocessed since they were kept); [] where there are none (flags, a date's parts).
+    bin_edges: list[list[float]] = field(default_factory=list)
 
     @classmethod
     def from_meta(cls, meta: dict, model: ModelConfig) -> Layout:
-        numeric, categories, texts, outputs, unknown = [], [], [], [], []
+        numeric, categories, texts, outputs, unknown, edges = [], [], [], [], [], []
         for name in meta["input_features"]:
             info = meta["features"][name]
             embedding = model.embedding_of(name)
             if info["type"] in ("number", "binary"):
                 numeric.append(name)
+                edges.append(list(info["stats"].get("bin_edges", [])))
+                if info["stats"].get("missing_flag"):
+                    numeric.append(missing_column(name))
+                    edges.append([])
             elif info["type"] == "date":
                 numeric.extend(date_columns(name))
+                edges.extend([] for _ in date_columns(name))
             elif info["type"] == "vector":
                 numeric.extend(vector_columns(name, info["stats"]["length"]))
+                edges.extend([] for _ in range(info["stats"]["length"]))
             elif info["type"] == "category":
                 categories.append((name, len(info["stats"]["vocab"]) + 1, embedding))
             elif info["type"] == "text":
@@ -72,4 +87,4 @@ class Layout:
                 outputs.append(OutputSpec(name, "set", len(stats["vocab"]), list(stats["vocab"])))
             else:
                 outputs.append(OutputSpec(name, "number", 1))
-        return cls(numeric, categories, texts, outputs, unknown)
+        return cls(numeric, categories, texts, outputs, unknown, edges)

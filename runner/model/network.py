@@ -66,6 +66,49 @@ class PeriodicEncoder(nn.Module):
         return out.flatten(1)
 
 
+class PiecewiseLinearEncoder(nn.Module):
+    """Number columns as piecewise-linear encodings (PLE; Gorishniy et al., 2022): per column,
+    one value per quantile bin of the training split (bin edges from preprocessing): 0 below
+    the bin, 1 above it, the position inside it in between (the first and last bins extend
+    linearly past the data). The MLP then draws a column's shape bin by bin, as a tree's
+    thresholds do, at the cost of a wider first layer and no parameters here. Columns without
+    bins (binary flags, a date's parts, constant columns) pass through; every column's value is
+    kept beside its bins."""
+
+    def __init__(self, edges: list[list[float]]):
+        super().__init__()
+        bins = [max(len(e) - 1, 0) for e in edges]
+        most = max(bins, default=0)
+        columns = len(edges)
+        left = torch.zeros(columns, max(most, 1))
+        width = torch.ones(columns, max(most, 1))
+        low = torch.zeros(columns, max(most, 1))
+        high = torch.ones(columns, max(most, 1))
+        keep = []
+        for j, (column, k) in enumerate(zip(edges, bins, strict=True)):
+            if k == 0:
+                continue
+            e = torch.tensor(column, dtype=torch.float32)
+            left[j, :k] = e[:-1]
+            width[j, :k] = (e[1:] - e[:-1]).clamp(min=1e-6)
+            low[j, 0] = -torch.inf  # the first bin goes on below the smallest value seen
+            high[j, k - 1] = torch.inf  # the last one above the largest
+            keep.extend(j * max(most, 1) + t for t in range(k))
+        self.register_buffer("left", left, persistent=False)
+        self.register_buffer("width_", width, persistent=False)
+        self.register_buffer("low", low, persistent=False)
+        self.register_buffer("high", high, persistent=False)
+        self.register_buffer("keep", torch.tensor(keep, dtype=torch.long), persistent=False)
+        self.width = columns + len(keep)
+
+    def forward(self, numbers: torch.Tensor) -> torch.Tensor:
+        if not len(self.keep):
+            return numbers
+        position = (numbers.unsqueeze(2) - self.left) / self.width_
+        position = torch.maximum(torch.minimum(position, self.high), self.low)
+        return torch.cat([numbers, position.flatten(1).index_select(1, self.keep)], dim=1)
+
+
 def _mlp(width: int, hidden: int, layers: int, dropout: float) -> tuple[nn.Sequential, int]:
     modules: list[nn.Module] = []
     for _ in range(layers):
@@ -166,10 +209,14 @@ class TabularModel(nn.Module):
             }
         )
         self.periodic = None
+        self.piecewise = None
         numeric_width = len(layout.numeric)
-        if settings.number_encoder == "periodic" and layout.numeric:
+        if settings.number_encoding == "periodic" and layout.numeric:
             self.periodic = PeriodicEncoder(len(layout.numeric), settings.embedding_size)
             numeric_width = self.periodic.width
+        elif settings.number_encoding == "piecewise" and layout.numeric:
+            self.piecewise = PiecewiseLinearEncoder(layout.bin_edges)
+            numeric_width = self.piecewise.width
         # The width of each encoding, in the order _encode returns them.
         widths = (
             [numeric_width] * bool(layout.numeric)
@@ -197,7 +244,11 @@ class TabularModel(nn.Module):
         parts = []
         if self.layout.numeric:
             numbers = inputs[NUMERIC]
-            parts.append(numbers if self.periodic is None else self.periodic(numbers))
+            if self.periodic is not None:
+                numbers = self.periodic(numbers)
+            elif self.piecewise is not None:
+                numbers = self.piecewise(numbers)
+            parts.append(numbers)
         if self.layout.categories:
             codes = inputs[CATEGORY]
             parts += [emb(codes[:, i]) for i, emb in enumerate(self.embeddings)]

@@ -168,6 +168,7 @@ class NumberFeature(Feature):
         present = v[~np.isnan(v)]
         stats = {
             "count": int(present.size),
+            "rows": len(v),
             "sum": float(present.sum()),
             "sum_sq": float(np.square(present).sum()),
             "min": float(present.min()) if present.size else None,
@@ -200,6 +201,10 @@ class NumberFeature(Feature):
         if self.role == "input":
             edges = np.quantile(sample, np.linspace(0.0, 1.0, BIN_EDGES))
             stats["bin_edges"] = np.unique(self.normalize(edges, stats)).tolist()
+            # Missing in training: a flag column beside the filled value, so that the model can
+            # tell "missing" from the fill value (trees send missing values their own way).
+            rows = sum(p.get("rows", p["count"]) for p in partials)
+            stats["missing_flag"] = bool(rows > count and not self.drops_missing)
         return stats
 
     def _decide(self, sample: np.ndarray, low: float, mode: str) -> dict:
@@ -278,7 +283,15 @@ class NumberFeature(Feature):
         missing = np.isnan(v)
         keep = ~missing if self.drops_missing else np.ones(len(v), dtype=bool)
         v = np.where(missing, self.fill_value(stats), v)
-        return self.normalize(v, stats).astype(np.float32), keep
+        values = self.normalize(v, stats).astype(np.float32)
+        if stats.get("missing_flag"):
+            return {self.name: values, missing_column(self.name): missing.astype(np.float32)}, keep
+        return values, keep
+
+
+def missing_column(name: str) -> str:
+    """The processed flag column of a number input that had missing values in training."""
+    return f"{name}.missing"
 
 
 BIN_EDGES = 33  # quantile edges kept per number input: up to 32 bins for the encoder
