@@ -532,9 +532,9 @@ def test_piecewise_linear_encoder_bins_extend_and_pass_through():
 
     encoder = PiecewiseLinearEncoder([[0.0, 1.0, 2.0], [], [-1.0, 1.0]])
     x = torch.tensor([[-1.0, 5.0, 0.0], [0.5, 0.0, 3.0], [1.5, 1.0, -3.0], [3.0, 0.0, 0.0]])
-    assert encoder.width == 3 + 3
+    assert encoder.width == 3 + 2 * 2  # the one-bin column padded with a bin that stays 0
     np.testing.assert_allclose(
         encoder(x)[:, 3:].numpy(),
-        [[-1.0, 0.0, 0.5], [0.5, 0.0, 2.0], [1.0, 0.5, -1.0], [1.0, 2.0, 0.5]],
+        [[-1.0, 0.0, 0.5, 0.0], [0.5, 0.0, 2.0, 0.0], [1.0, 0.5, -1.0, 0.0], [1.0, 2.0, 0.5, 0.0]],
     )
     np.testing.assert_allclose(encoder(x)[:, :3].numpy(), x.numpy())  # values kept beside

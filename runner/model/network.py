@@ -77,36 +77,36 @@ class PiecewiseLinearEncoder(nn.Module):
 
     def __init__(self, edges: list[list[float]]):
         super().__init__()
-        bins = [max(len(e) - 1, 0) for e in edges]
-        most = max(bins, default=0)
-        columns = len(edges)
-        left = torch.zeros(columns, max(most, 1))
-        width = torch.ones(columns, max(most, 1))
-        low = torch.zeros(columns, max(most, 1))
-        high = torch.ones(columns, max(most, 1))
-        keep = []
-        for j, (column, k) in enumerate(zip(edges, bins, strict=True)):
-            if k == 0:
-                continue
-            e = torch.tensor(column, dtype=torch.float32)
-            left[j, :k] = e[:-1]
-            width[j, :k] = (e[1:] - e[:-1]).clamp(min=1e-6)
-            low[j, 0] = -torch.inf  # the first bin goes on below the smallest value seen
-            high[j, k - 1] = torch.inf  # the last one above the largest
-            keep.extend(j * max(most, 1) + t for t in range(k))
-        self.register_buffer("left", left, persistent=False)
-        self.register_buffer("width_", width, persistent=False)
+        binned = [j for j, e in enumerate(edges) if len(e) >= 2]
+        most = max((len(edges[j]) - 1 for j in binned), default=0)
+        # Per binned column, x * scale + shift is the position in each of its `most` bins;
+        # padding bins (a column with fewer) have scale 0 and shift -1e9, so they stay 0 after
+        # the clamp. One multiply-add and one clamp per batch: this runs at every step.
+        scale = torch.zeros(len(binned), max(most, 1))
+        shift = torch.full((len(binned), max(most, 1)), -1e9)
+        low = torch.zeros(len(binned), max(most, 1))
+        high = torch.ones(len(binned), max(most, 1))
+        for i, j in enumerate(binned):
+            e = torch.tensor(edges[j], dtype=torch.float64)
+            k = len(e) - 1
+            width = (e[1:] - e[:-1]).clamp(min=1e-6)
+            scale[i, :k] = (1.0 / width).float()
+            shift[i, :k] = (-e[:-1] / width).float()
+            low[i, 0] = -torch.inf  # the first bin goes on below the smallest value seen
+            high[i, k - 1] = torch.inf  # the last one above the largest
+        self.register_buffer("columns", torch.tensor(binned, dtype=torch.long), persistent=False)
+        self.register_buffer("scale", scale, persistent=False)
+        self.register_buffer("shift", shift, persistent=False)
         self.register_buffer("low", low, persistent=False)
         self.register_buffer("high", high, persistent=False)
-        self.register_buffer("keep", torch.tensor(keep, dtype=torch.long), persistent=False)
-        self.width = columns + len(keep)
+        self.width = len(edges) + len(binned) * most
 
     def forward(self, numbers: torch.Tensor) -> torch.Tensor:
-        if not len(self.keep):
+        if not len(self.columns):
             return numbers
-        position = (numbers.unsqueeze(2) - self.left) / self.width_
-        position = torch.maximum(torch.minimum(position, self.high), self.low)
-        return torch.cat([numbers, position.flatten(1).index_select(1, self.keep)], dim=1)
+        x = numbers.index_select(1, self.columns).unsqueeze(2)
+        position = torch.clamp(torch.addcmul(self.shift, x, self.scale), self.low, self.high)
+        return torch.cat([numbers, position.flatten(1)], dim=1)
 
 
 def _mlp(width: int, hidden: int, layers: int, dropout: float) -> tuple[nn.Sequential, int]:
