@@ -117,23 +117,25 @@ def _best_metrics(result) -> dict[str, dict]:
 
 def _baseline_check(result, layout, metrics: dict) -> dict:
     """The best validation score of each output against the mean/majority baseline's on the
-    same rows; one warning line for each output that does not beat it."""
+    same rows; logged as a warning for each output that does not beat it."""
     from runner.scoring.decoding import baseline_check
 
     check = baseline_check(layout, metrics.get("validation", {}), result.validation_baseline)
-    for output in check.values():
-        if not output["better"]:
-            what = "the training mean" if output["metric"].endswith("/r2") else "the majority class"
-            log.warning(
-                "%s on validation is %.4f, no better than always predicting %s (%.4f): the model "
-                "learned nothing usable from these inputs; check the features and their types, "
-                "or lower trainer.learning_rate",
-                output["metric"],
-                output["value"],
-                what,
-                output["baseline"],
-            )
+    for line in _baseline_warnings(check):
+        log.warning("%s", line)
     return check
+
+
+def _baseline_warnings(check: dict) -> list[str]:
+    """One line per output no better than the baseline (run.log and the summary)."""
+    return [
+        f"{c['metric']} on validation ({c['value']:.4f}) is no better than the baseline's "
+        f"({c['baseline']:.4f}: always the training mean or majority class); the model learned "
+        "nothing usable from these inputs: check the features and their types, or lower "
+        "trainer.learning_rate"
+        for c in check.values()
+        if not c["better"]
+    ]
 
 
 def _steady_rate(history: list[dict]) -> float | None:
@@ -303,12 +305,7 @@ def command_export(run: Run) -> dict:
 
 def _finish(run: Run, metrics: dict, extra: dict) -> None:
     outputs.write_json(run.run_dir / "metrics.json", {**metrics, **extra})
-    warnings = [
-        f"warning: {c['metric']} on validation ({c['value']:.4f}) is no better than the "
-        f"baseline's ({c['baseline']:.4f}); see run.log"
-        for c in extra.get("baseline_check", {}).values()
-        if not c["better"]
-    ]
+    warnings = [f"warning: {line}" for line in _baseline_warnings(extra.get("baseline_check", {}))]
     locations = {"metrics": str(run.run_dir / "metrics.json")}
     for name, label in (
         ("model", "model"),

@@ -484,6 +484,11 @@ def test_auto_target_is_log1p_when_skewed_else_zscored_and_inverts():
     price_stats, rating_stats = fit(f, prices), fit(f, ratings)
     assert price_stats["normalization"] == "log1p" and "log1p target" in price_stats["reason"]
     assert rating_stats["normalization"] == "zscore" and "z-scored target" in rating_stats["reason"]
+    with pytest.raises(UserError, match="output feature 'y' has normalization 'robust'"):
+        build_feature(
+            {"name": "y", "type": "number", "preprocessing": {"normalization": "robust"}},
+            "output",
+        )
     for values, stats in ((prices, price_stats), (ratings, rating_stats)):
         out, _ = f.transform(pd.Series(values), stats, np.arange(len(values)))
         assert abs(float(out.mean())) < 0.05 and float(out.std()) == pytest.approx(1.0, abs=0.05)

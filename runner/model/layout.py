@@ -60,12 +60,14 @@ class Layout:
                 if info["stats"].get("missing_flag"):
                     numeric.append(missing_column(name))
                     edges.append([])
-            elif info["type"] == "date":
-                numeric.extend(date_columns(name))
-                edges.extend([] for _ in date_columns(name))
-            elif info["type"] == "vector":
-                numeric.extend(vector_columns(name, info["stats"]["length"]))
-                edges.extend([] for _ in range(info["stats"]["length"]))
+            elif info["type"] in ("date", "vector"):  # several numeric columns, no bins
+                columns = (
+                    date_columns(name)
+                    if info["type"] == "date"
+                    else vector_columns(name, info["stats"]["length"])
+                )
+                numeric.extend(columns)
+                edges.extend([] for _ in columns)
             elif info["type"] == "category":
                 categories.append((name, len(info["stats"]["vocab"]) + 1, embedding))
             elif info["type"] == "text":

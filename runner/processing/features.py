@@ -141,6 +141,12 @@ class NumberFeature(Feature):
             )
         if int(self.options["num_quantiles"]) < 2:
             raise UserError(f"feature '{self.name}' has num_quantiles < 2; use at least 2")
+        if role == "output" and self.options["normalization"] == "robust":
+            # Smooth clipping cannot be inverted: predictions would not come back in raw units.
+            raise UserError(
+                f"output feature '{self.name}' has normalization 'robust', which cannot be "
+                "inverted; use auto, zscore, log1p, quantile, minmax or none"
+            )
 
     def _numeric(self, series: pd.Series, row_ids: np.ndarray) -> np.ndarray:
         if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
@@ -323,7 +329,14 @@ def _bottom_k(values: np.ndarray, row_ids: np.ndarray) -> list[list[float]]:
     hashes: merged bottom-k samples are the bottom-k sample of the union, so the quantiles
     do not depend on how the rows were partitioned (engines cut them differently)."""
     hashes = uniform_from_ids(row_ids, SAMPLE_SEED)
-    order = np.argsort(hashes, kind="stable")[:SAMPLE_SIZE]
+    # Every number input takes this sample now (bin edges): a partition of the hashes instead
+    # of a full sort (62 -> 3 ms for 700k rows), with ties at the cut kept as a full stable
+    # sort would keep them, so the sample is exactly the same.
+    candidates = np.arange(len(hashes))
+    if len(hashes) > SAMPLE_SIZE:
+        kth = np.partition(hashes, SAMPLE_SIZE - 1)[SAMPLE_SIZE - 1]
+        candidates = np.flatnonzero(hashes <= kth)
+    order = candidates[np.argsort(hashes[candidates], kind="stable")][:SAMPLE_SIZE]
     return [hashes[order].tolist(), values[order].tolist()]
 
 
