@@ -46,3 +46,14 @@ def accuracy(session: nox.Session) -> None:
     session.run(
         sys.executable, str(Path(__file__).parent / "bench" / "accuracy.py"), *session.posargs
     )
+
+
+@nox.session
+def defaults_sweep(session: nox.Session) -> None:
+    """How the training defaults were chosen: a grid over the accuracy suite through the
+    project's Tune sweeper, ranked on validation (bench-results/defaults_sweep.{json,md})."""
+    session.run(
+        sys.executable,
+        str(Path(__file__).parent / "bench" / "defaults_sweep.py"),
+        *session.posargs,
+    )

@@ -41,6 +41,9 @@ VARIANTS = {
     "lr0.001": ["trainer.learning_rate=0.001"],
     "wd0.1": ["trainer.weight_decay=0.1"],
     "wd1": ["trainer.weight_decay=1.0"],
+    "ema": ["trainer.ema_epochs=1"],
+    "ema0.25": ["trainer.ema_epochs=0.25"],
+    "cosine": ["trainer.schedule=cosine"],
 }
 
 
@@ -53,22 +56,38 @@ def split_labels(rows: int, seed: int = 0) -> np.ndarray:
 def prepare(table: Table, work: Path, seed: int) -> tuple[pd.DataFrame, dict]:
     """The table as Parquet with the seed's split column, and the model config a user would
     write (the same for every seed)."""
+    frame, path, types = write_table(table, work, {"split": seed}, f"{table.name}-{seed}")
+    return frame, {"path": path, "types": types, "seed": seed}
+
+
+def write_table(
+    table: Table, work: Path, splits: dict[str, int], stem: str
+) -> tuple[pd.DataFrame, Path, dict]:
+    """The table as work/<stem>.parquet with a split column per entry of `splits` (column ->
+    seed), and work/conf/model/<table>.yaml: the model config a user would write."""
     features, target = table.load()
     frame = features.reset_index(drop=True)
     frame[TARGET] = target.reset_index(drop=True)
-    frame["split"] = split_labels(len(frame), seed)
-    path = work / f"{table.name}-{seed}.parquet"
+    for column, seed in splits.items():
+        frame[column] = split_labels(len(frame), seed)
+    path = work / f"{stem}.parquet"
     frame.to_parquet(path, index=False)
-    inputs = [{"name": c, "type": feature_type(frame[c], table)} for c in features.columns]
+    model, types = model_config(frame, features.columns, table)
+    conf = work / "conf" / "model"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / f"{table.name}.yaml").write_text(yaml.safe_dump(model, sort_keys=False))
+    return frame, path, types
+
+
+def model_config(frame: pd.DataFrame, columns, table: Table) -> tuple[dict, dict]:
+    """The model config a user would write (feature types named), and the types by column."""
+    inputs = [{"name": c, "type": feature_type(frame[c], table)} for c in columns]
     model = {
         "defaults": ["model_schema", "_self_"],
         "input_features": inputs,
         "output_features": [{"name": TARGET, "type": OUTPUT_TYPE[table.task]}],
     }
-    conf = work / "conf" / "model"
-    conf.mkdir(parents=True, exist_ok=True)
-    (conf / f"{table.name}.yaml").write_text(yaml.safe_dump(model, sort_keys=False))
-    return frame, {"path": path, "types": {f["name"]: f["type"] for f in inputs}, "seed": seed}
+    return model, {f["name"]: f["type"] for f in inputs}
 
 
 def run_baseline(table: Table, frame: pd.DataFrame) -> dict:

@@ -2,7 +2,7 @@
 
 Reads the CSV with pyarrow, z-scores numbers (missing -> mean) and integer-codes
 categories with numpy, and trains the runner's default model (category
-embeddings + 2x64 MLP, batch 256, AdamW) with a bare PyTorch loop over
+embeddings + 2x256 MLP, batch 256, AdamW) with a bare PyTorch loop over
 in-memory tensors. Prints one JSON line of timings. Not a product feature.
 
 usage: python bench/floor.py data.csv [epochs]
@@ -49,7 +49,7 @@ def prepare(path: str):
 
 
 class Model(nn.Module):
-    def __init__(self, dense: int, sizes: list[int], embedding: int = 16, hidden: int = 64):
+    def __init__(self, dense: int, sizes: list[int], embedding: int = 16, hidden: int = 256):
         super().__init__()
         self.embeddings = nn.ModuleList(nn.Embedding(n, embedding) for n in sizes)
         width = dense + embedding * len(sizes)

@@ -128,9 +128,12 @@ def _baseline_check(result, layout, metrics: dict) -> dict:
 
 def _baseline_warnings(check: dict) -> list[str]:
     """One line per output no better than the baseline (run.log and the summary)."""
+    from runner.scoring.decoding import BASELINE_MARGIN
+
     return [
         f"{c['metric']} on validation ({c['value']:.4f}) is no better than the baseline's "
-        f"({c['baseline']:.4f}: always the training mean or majority class); the model learned "
+        f"({c['baseline']:.4f}: always the training mean or majority class; a model must lead "
+        f"it by {BASELINE_MARGIN}); the model learned "
         "nothing usable from these inputs: check the features and their types, or lower "
         "trainer.learning_rate"
         for c in check.values()

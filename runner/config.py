@@ -25,6 +25,7 @@ STRATEGIES = ("auto", "local", "horovod", "ddp")
 PLACEMENTS = ("spread", "pack")
 OPTIMIZERS = ("adamw", "adam", "sgd")
 PRECISIONS = ("32", "bf16", "fp16")
+SCHEDULES = ("constant", "cosine")
 LR_SCALING = ("linear", "sqrt", "none")
 COMPRESSIONS = ("none", "fp16")
 
@@ -94,7 +95,7 @@ class ModelConfig:
     input_features: list[FeatureConfig] = MISSING
     output_features: list[FeatureConfig] = MISSING
     combiner: str = "concat"  # concat (MLP) | residual (residual MLP) | transformer
-    hidden_size: int = 64
+    hidden_size: int = 256  # picked by the defaults sweep (docs/accuracy.md)
     num_layers: int = 2
     dropout: float = 0.0
     embedding_size: int = 16
@@ -106,6 +107,9 @@ class ModelConfig:
     number_encoder: str = "auto"
     # Share of a text's tokens that training replaces by the unknown token (vocabulary texts).
     token_dropout: float = 0.5
+    # Vocabulary texts: a token seen c times in training is also dropped with probability
+    # alpha / (alpha + c) (alpha = this; 0: off), so rare words lean less on their few rows.
+    rare_token_dropout: float = 20.0
 
     def __post_init__(self):
         _one_of(self.combiner, ("concat", "residual", "transformer"), "model.combiner")
@@ -129,6 +133,12 @@ class ModelConfig:
         _require(0.0 <= self.dropout < 1.0, "model.dropout", "in [0, 1)", self.dropout)
         _require(
             0.0 <= self.token_dropout < 1.0, "model.token_dropout", "in [0, 1)", self.token_dropout
+        )
+        _require(
+            self.rare_token_dropout >= 0,
+            "model.rare_token_dropout",
+            "0 or more (0: off)",
+            self.rare_token_dropout,
         )
         _require(
             self.embedding_size >= 1, "model.embedding_size", "at least 1", self.embedding_size
@@ -270,6 +280,12 @@ class TrainerConfig:
     learning_rate: float = 0.003
     optimizer: str = "adamw"  # adamw | adam | sgd
     weight_decay: float = 0.0
+    # constant | cosine (decays the rate over trainer.epochs, epoch by epoch, to near 0)
+    schedule: str = "constant"
+    # Weights averaged (an exponential moving average, torch's AveragedModel) over about this
+    # many epochs of steps; validation, the best checkpoint and predictions use the average.
+    # 0 turns it off.
+    ema_epochs: float = 1.0
     early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
     seed: int = II("seed")
     checkpoint_every: int = 1  # epochs between checkpoints/last.pt writes
@@ -310,6 +326,8 @@ class TrainerConfig:
         _require(self.learning_rate > 0, f"{t}.learning_rate", "> 0", self.learning_rate)
         _one_of(self.optimizer, OPTIMIZERS, f"{t}.optimizer")
         _require(self.weight_decay >= 0, f"{t}.weight_decay", "0 or more", self.weight_decay)
+        _one_of(self.schedule, SCHEDULES, f"{t}.schedule")
+        _require(self.ema_epochs >= 0, f"{t}.ema_epochs", "0 or more (0: off)", self.ema_epochs)
         _require(
             self.checkpoint_every >= 1, f"{t}.checkpoint_every", "at least 1", self.checkpoint_every
         )

@@ -138,3 +138,44 @@ def test_accuracy_suite_scores_a_real_table(tmp_path):
         "| fine_foods | binary | 5,000 | roc_auc | 0.5000 ± 0.0000 |"
         in (out / "accuracy.md").read_text()
     )
+
+
+def test_defaults_sweep_runs_the_grid_through_the_tune_sweeper_and_ranks_on_validation(tmp_path):
+    """nox -s defaults_sweep on one table, two settings and two split seeds: every setting is
+    trained on every seed by the project's Tune sweeper, ranked on validation, and reported
+    with its test means and gaps to gradient boosting on the same splits."""
+    import subprocess
+
+    out = tmp_path / "results"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "defaults_sweep.py"),
+            "--tables",
+            "credit_data",
+            "--seeds",
+            "0,1",
+            "--grid",
+            "trainer.learning_rate=0.003,0.00001",
+            "--set",
+            "trainer.epochs=4",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((out / "defaults_sweep.json").read_text())
+    entry = report["tables"]["credit_data"]
+    good = entry["settings"]["trainer.learning_rate=0.003"]
+    hopeless = entry["settings"]["trainer.learning_rate=0.00001"]
+    assert len(good["test"]["values"]) == 2 and len(entry["gbm"]) == 2
+    # Two seeds' splits differ, and a rate of 1e-5 for 4 epochs learns far less.
+    assert good["validation"]["values"][0] != good["validation"]["values"][1]
+    assert good["validation"]["mean"] > hopeless["validation"]["mean"] + 0.02
+    table = (out / "defaults_sweep.md").read_text()
+    first_row = table.splitlines()[2]
+    assert first_row.startswith("| `trainer.learning_rate=0.003` | 1.00 |")

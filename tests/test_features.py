@@ -207,6 +207,52 @@ def test_text_vocabulary_min_count_max_size_unknown_and_partitions():
     assert fit(capped, rows)["vocab"] == ["good", "food", "bad"]
 
 
+def test_text_vocabulary_counts_and_rare_tokens_dropped_more_often_in_training():
+    """The vocabulary keeps each token's training count (the same however partitioned); the
+    encoder drops a token seen c times with 1 - (1 - token_dropout)(1 - alpha / (alpha + c)),
+    never padding or the unknown token, and only in training."""
+    import torch
+
+    from runner.model.network import TextEncoder
+
+    f = build_feature(
+        {"name": "t", "type": "text", "preprocessing": {"min_count": 1, "ngrams": 1}}, "input"
+    )
+    rows = ["good food", "good service", "bad food", "good", "food good"]
+    stats = fit(f, rows, parts=2)
+    assert stats == fit(f, rows)
+    assert stats["vocab"] == ["good", "food", "bad", "service"]
+    assert stats["vocab_counts"] == [4, 3, 1, 1]
+
+    torch.manual_seed(0)
+    size = len(stats["vocab"]) + 2
+    encoder = TextEncoder(size, 4, 0.5, stats["vocab_counts"], rare_token_dropout=20)
+    seen = torch.tensor([4.0, 3.0, 1.0, 1.0])
+    expected = 1 - 0.5 * (1 - 20 / (20 + seen))
+    assert torch.allclose(encoder.drop[2:], expected)
+    assert encoder.drop[:2].tolist() == [0.0, 0.0]
+    assert torch.allclose(TextEncoder(size, 4, 0.5).drop[2:], torch.full((4,), 0.5))
+    assert not TextEncoder(size, 4, 0.0, stats["vocab_counts"], 0.0).dropping
+
+    tokens = torch.tensor([[2, 4, 0]]).repeat(4000, 1)  # "good bad" and padding
+    mean = (encoder.embedding.weight[2] + encoder.embedding.weight[4]) / 2
+    encoder.eval()
+    assert torch.allclose(encoder(tokens), mean.expand(4000, -1))
+    encoder.train()
+    # "bad" (once) is dropped more often than "good" (4 times): the rows' means show it.
+    out = encoder(tokens).detach()
+    unknown = encoder.embedding.weight[1].detach()
+    weights = encoder.embedding.weight.detach()
+    kept_good = torch.isclose(out, (weights[2] + weights[4]) / 2).all(1) | torch.isclose(
+        out, (weights[2] + unknown) / 2
+    ).all(1)
+    kept_bad = torch.isclose(out, (weights[2] + weights[4]) / 2).all(1) | torch.isclose(
+        out, (unknown + weights[4]) / 2
+    ).all(1)
+    assert abs(kept_good.float().mean() - (1 - expected[0])) < 0.03
+    assert abs(kept_bad.float().mean() - (1 - expected[2])) < 0.03
+
+
 def test_number_log1p_is_fitted_in_log_space_and_inverts():
     f = build_feature(
         {"name": "price", "type": "number", "preprocessing": {"normalization": "log1p"}}, "output"

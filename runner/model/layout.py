@@ -47,10 +47,13 @@ class Layout:
     # Per numeric column, its quantile bin edges in the normalized space (number inputs
     # preprocessed since they were kept); [] where there are none (flags, a date's parts).
     bin_edges: list[list[float]] = field(default_factory=list)
+    # Per vocabulary text, each vocabulary token's training count (ids 2, 3, ... in order).
+    token_counts: dict[str, list[int] | None] = field(default_factory=dict)
 
     @classmethod
     def from_meta(cls, meta: dict, model: ModelConfig) -> Layout:
         numeric, categories, texts, outputs, unknown, edges = [], [], [], [], [], []
+        counts: dict[str, list[int] | None] = {}
         for name in meta["input_features"]:
             info = meta["features"][name]
             embedding = model.embedding_of(name)
@@ -74,6 +77,7 @@ class Layout:
                 texts.append((name, TextFeature.size(info["stats"]), embedding))
                 if "vocab" in info["stats"]:
                     unknown.append(name)
+                    counts[name] = info["stats"].get("vocab_counts")
             elif info["type"] == "set":  # ids 0 (padding) and 1 (unseen) before the vocabulary
                 texts.append((name, len(info["stats"]["vocab"]) + SetFeature.FIRST_ID, embedding))
         for name in meta["output_features"]:
@@ -89,4 +93,4 @@ class Layout:
                 outputs.append(OutputSpec(name, "set", len(stats["vocab"]), list(stats["vocab"])))
             else:
                 outputs.append(OutputSpec(name, "number", 1))
-        return cls(numeric, categories, texts, outputs, unknown, edges)
+        return cls(numeric, categories, texts, outputs, unknown, edges, counts)

@@ -21,7 +21,7 @@ from runner.errors import UserError
 from runner.processing.split import uniform_from_ids
 
 # Bump when a transform's output changes: it is part of every cache key.
-PREPROCESSING_VERSION = 2
+PREPROCESSING_VERSION = 3
 
 UNKNOWN_TOKEN = "<UNK>"
 ROW_ID = "__row__"  # the raw row number, kept beside the processed columns
@@ -365,14 +365,17 @@ def _moments(partials: list[dict], total: str, squares: str, count: int) -> tupl
     return mean, float(np.sqrt(var))
 
 
-def _vocabulary(partials: list[dict], options: dict) -> list[str]:
+def _vocabulary(partials: list[dict], options: dict, with_counts: bool = False):
     """Merged value counts -> the values kept (at least min_count, at most max_vocab_size),
-    most frequent first, ties by value: the same list whatever the partitioning."""
+    most frequent first, ties by value: the same list whatever the partitioning (and, when
+    asked, each value's training count beside it)."""
     counts: Counter = Counter()
     for p in partials:
         counts.update(p["counts"])
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    return [k for k, c in ranked if c >= options["min_count"]][: options["max_vocab_size"]]
+    kept = [(k, c) for k, c in ranked if c >= options["min_count"]][: options["max_vocab_size"]]
+    values = [k for k, _ in kept]
+    return (values, [int(c) for _, c in kept]) if with_counts else values
 
 
 def _vocab_index(owner: Feature, vocab: list[str]) -> pd.Index:
@@ -568,7 +571,9 @@ class TextFeature(Feature):
         }
         if self.options["encoding"] == "hashing":
             return {"num_buckets": int(self.options["num_buckets"]), **shape}
-        return {"vocab": _vocabulary(partials, self.options), **shape}
+        vocab, counts = _vocabulary(partials, self.options, with_counts=True)
+        # Counts travel with the vocabulary: the model drops rare tokens more often.
+        return {"vocab": vocab, "vocab_counts": counts, **shape}
 
     @staticmethod
     def size(stats: dict) -> int:

@@ -19,6 +19,7 @@ from runner.model.network import build_model
 from runner.scoring.decoding import Decoders, compute_metrics, constant_logits, metric_names
 from runner.scoring.inference import score, stack_outputs
 from runner.training import checkpoints, workers
+from runner.training.averaging import make_average
 from runner.training.early_stopping import EarlyStopping
 from runner.training.job import TrainingJob, TrainingResult
 from runner.training.optimization import make_optimizer, scaled_learning_rate
@@ -93,6 +94,11 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
             checkpoints.save(best_state, run_dir / "checkpoints" / checkpoints.BEST)
     # Rank 0's state (fresh or resumed) reaches every worker here.
     model, optimizer = strategy.prepare(model, optimizer)
+    average = make_average(
+        _unwrapped(model), settings.ema_epochs, _steps_per_epoch(job, strategy.world_size)
+    )
+    if average is not None and resume is not None and state.get("average") is not None:
+        average.load(state["average"])
 
     ctx = _Epochs(
         job=job,
@@ -101,7 +107,7 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
         decoders=decoders,
         model=model,
         optimizer=optimizer,
-        step=Step(model, optimizer, layout, device, str(settings.precision)),
+        step=Step(model, optimizer, layout, device, str(settings.precision), average),
         monitor=monitor,
         result=result,
         epoch=start_epoch,
@@ -118,7 +124,7 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
     result.stopped_early = monitor.should_stop
     result.best_epoch, result.best_value = monitor.best_epoch, monitor.best_value
     ctx.close()
-    final = _unwrapped(model).cpu()
+    final = (average.module if average is not None else _unwrapped(model)).cpu()
     if best_state is not None:
         final.load_state_dict(best_state["model"])
     result.model = final
@@ -233,7 +239,7 @@ class _Epochs:
                 if improved:
                     self.best_state = {
                         "epoch": epoch + 1,
-                        "model": _cpu_state(self.model),
+                        "model": self._predicting_weights(),
                         "metrics": scored,
                     }
                     checkpoints.save(self.best_state, run_dir / "checkpoints" / checkpoints.BEST)
@@ -248,13 +254,14 @@ class _Epochs:
                             "history": self.result.history,
                             "rng": checkpoints.rng_state(),
                             "best_model": self.best_state,
+                            "average": self.average_state(),
                         },
                         run_dir / "checkpoints" / checkpoints.LAST,
                     )
             elif improved:
                 self.best_state = {
                     "epoch": epoch + 1,
-                    "model": _cpu_state(self.model),
+                    "model": self._predicting_weights(),
                     "metrics": scored,
                 }
             if not self._scheduler_says_go_on(record, epoch + 1 == epochs):
@@ -273,9 +280,26 @@ class _Epochs:
             go_on = bool(strategy.gather({"go_on": np.array([go_on])})["go_on"].all())
         return go_on
 
+    def _predicting_weights(self) -> dict:
+        """The weights validation scored: the average's when weights are averaged."""
+        average = self.step.average
+        return _cpu_state(self.model if average is None else average.module)
+
+    def average_state(self) -> dict | None:
+        return None if self.step.average is None else self.step.average.state()
+
+    def load_average(self, state: dict | None) -> None:
+        if self.step.average is not None and state is not None:
+            self.step.average.load(state)
+
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+def _steps_per_epoch(job: TrainingJob, world_size: int) -> int:
+    rows = int(job.meta["rows"]["train"]) // max(1, world_size)
+    return max(1, rows // job.loader.batch_size)
 
 
 def _cpu_state(model: nn.Module) -> dict:
@@ -367,7 +391,7 @@ def _evaluate(
     step: Step, decoders, loader, data, strategy, with_baseline: bool = False
 ) -> tuple[dict[str, float], dict[str, float]]:
     """The split's metrics, and (when asked) the mean/majority baseline's on the same rows."""
-    scored = score(step.model, loader.eval_batches(data), step.layout, step)
+    scored = score(step.model, loader.eval_batches(data), step.layout, step.evaluation())
     targets = strategy.gather(scored.targets)
     metrics = compute_metrics(step.layout, decoders, strategy.gather(scored.logits), targets)
     if not with_baseline:

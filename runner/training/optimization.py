@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 
 import torch
@@ -56,8 +57,8 @@ def output_loss(
 
 def scaled_learning_rate(settings: TrainerConfig, world_size: int, epoch: int) -> float:
     """Base rate scaled for the global batch (linear, sqrt or none), reached by a
-    linear warm-up over trainer.warmup_epochs."""
-    base = settings.learning_rate
+    linear warm-up over trainer.warmup_epochs, then shaped by trainer.schedule."""
+    base = settings.learning_rate * schedule_factor(settings.schedule, epoch, settings.epochs)
     factor = {"linear": world_size, "sqrt": world_size**0.5, "none": 1.0}[
         settings.learning_rate_scaling
     ]
@@ -66,3 +67,12 @@ def scaled_learning_rate(settings: TrainerConfig, world_size: int, epoch: int) -
     if world_size == 1 or warmup <= 0 or epoch >= warmup:
         return target
     return base + (target - base) * (epoch + 1) / (warmup + 1)
+
+
+def schedule_factor(schedule: str, epoch: int, epochs: int) -> float:
+    """The share of the rate epoch `epoch` (0-based) trains at: cosine goes from 1 at the first
+    epoch to near 0 at the last, a half cosine over trainer.epochs (early stopping may end the
+    run before it gets low)."""
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * epoch / max(1, epochs)))
+    return 1.0

@@ -6,13 +6,22 @@ import torch
 
 from runner.model.layout import Layout
 from runner.scoring.inference import AUTOCAST, Inference
+from runner.training.averaging import WeightAverage
 from runner.training.optimization import output_loss
 
 
 class Step(Inference):
-    def __init__(self, model, optimizer, layout: Layout, device: torch.device, precision: str):
+    def __init__(
+        self,
+        model,
+        optimizer,
+        layout: Layout,
+        device: torch.device,
+        precision: str,
+        average: WeightAverage | None = None,
+    ):
         super().__init__(model, device, AUTOCAST[precision])
-        self.optimizer, self.layout = optimizer, layout
+        self.optimizer, self.layout, self.average = optimizer, layout, average
         # fp16 needs a gradient scaler on CUDA; elsewhere the scaler is a no-op.
         self.scaler = torch.amp.GradScaler(
             device.type, enabled=precision == "fp16" and device.type == "cuda"
@@ -27,4 +36,12 @@ class Step(Inference):
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        if self.average is not None:
+            self.average.update()
         return {k: v.detach().float().cpu() for k, v in logits.items()}
+
+    def evaluation(self) -> Inference:
+        """What validation scores: the weight average when there is one, else the model."""
+        if self.average is None:
+            return self
+        return Inference(self.average.module, self.device, self.autocast_dtype)

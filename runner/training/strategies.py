@@ -145,11 +145,13 @@ class ElasticHorovodStrategy(HorovodStrategy):
             history=list(epochs.result.history),
             early=epochs.monitor.state(),
             best=epochs.best_state,
+            average=epochs.average_state(),
         )
 
         def commit() -> None:
             state.epoch, state.history = epochs.epoch, list(epochs.result.history)
             state.early, state.best = epochs.monitor.state(), epochs.best_state
+            state.average = epochs.average_state()
             state.commit()
 
         epochs.commit = commit
@@ -162,6 +164,7 @@ class ElasticHorovodStrategy(HorovodStrategy):
             epochs.epoch, epochs.result.history = state.epoch, list(state.history)
             epochs.monitor.load(state.early)
             epochs.best_state = state.best
+            epochs.load_average(state.average)
             epochs.run()
 
         train(state)
