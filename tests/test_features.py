@@ -13,6 +13,7 @@ from runner.processing.features import (
     combine_partials,
     date_columns,
     fit_partial,
+    numbers_from_text,
     transform_frame,
 )
 from runner.processing.split import assign_splits
@@ -44,6 +45,22 @@ def test_number_zscore_fill_mean_and_partition_independence():
     assert out[2] == pytest.approx(0.0)  # missing -> mean -> 0 after z-score
     assert out.dtype == np.float32
     assert np.std(np.delete(out, 2)) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_numbers_written_as_text_never_crash_the_process():
+    """pandas 2.3's to_numeric(errors='coerce') ends the process on some strings with a huge
+    exponent (a hex key such as '3973e42320041052-100'); the runner reads such columns itself,
+    with to_numeric's results everywhere else."""
+    values = pd.Series(["+5", ".5", " 2 ", "inf", "NaN", "1_000", None, "3e42320041052", "x"])
+    parsed = numbers_from_text(values)
+    expected = [5.0, 0.5, 2.0, np.inf, np.nan, np.nan, np.nan, np.inf, np.nan]
+    np.testing.assert_array_equal(parsed.to_numpy(), expected)
+    number = build_feature({"name": "n", "type": "number"}, "input")
+    with pytest.raises(UserError, match="non-numeric value '3973e42320041052-100' at data row 2"):
+        number.partial_stats(pd.Series(["1.5", "3973e42320041052-100"]), np.arange(2))
+    date = build_feature({"name": "d", "type": "date"}, "input")
+    with pytest.raises(UserError, match="3973e42320041052-100"):
+        date.partial_stats(pd.Series(["2020-01-01", "3973e42320041052-100"]), np.arange(2))
 
 
 def test_number_drop_row_and_minmax():

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from runner.errors import UserError
 from runner.processing.split import uniform_from_ids
@@ -27,6 +28,24 @@ UNKNOWN_TOKEN = "<UNK>"
 ROW_ID = "__row__"  # the raw row number, kept beside the processed columns
 _TRUE = {"true", "t", "yes", "y", "1"}
 _FALSE = {"false", "f", "no", "n", "0"}
+
+
+# What pandas' to_numeric would read as a number (inf and nan included, any case).
+_NUMBER_TEXT = r"(?i)[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|inf(?:inity)?|nan)"
+
+
+def numbers_from_text(series: pd.Series) -> pd.Series:
+    """Like pd.to_numeric(series, errors="coerce") (float64; NaN where a value is no number),
+    without its crash: pandas 2.3 ends the process (a segmentation fault) on some strings with
+    a huge exponent, such as '3e42320041052' or the hex key '3973e42320041052-100'. Only values
+    that look like numbers are converted, by pyarrow."""
+    text = series.astype(str).str.strip()
+    looks = (text.str.fullmatch(_NUMBER_TEXT) & series.notna()).to_numpy(dtype=bool)
+    values = np.full(len(series), np.nan)
+    if looks.any():
+        parsed = pc.cast(pa.array(text[looks].tolist(), pa.string()), pa.float64())
+        values[looks] = parsed.to_numpy(zero_copy_only=False)
+    return pd.Series(values, index=series.index)
 
 
 def as_strings(series: pd.Series) -> pd.Series:
@@ -151,7 +170,7 @@ class NumberFeature(Feature):
     def _numeric(self, series: pd.Series, row_ids: np.ndarray) -> np.ndarray:
         if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
             return series.to_numpy(dtype=np.float64, na_value=np.nan)
-        coerced = pd.to_numeric(series, errors="coerce")
+        coerced = numbers_from_text(series)
         failed = coerced.isna() & series.notna()
         if failed.any():  # only the values that did not parse are looked at as text
             text = series[failed].astype(str).str.strip()
@@ -736,7 +755,7 @@ class DateFeature(Feature):
                 # Each value alone (no format inferred from a partition's first value, which
                 # could differ between engines): epoch seconds, then dateutil's parser.
                 retry = text[failed]
-                numbers = pd.to_numeric(retry, errors="coerce")
+                numbers = numbers_from_text(retry)
                 as_epoch = pd.to_datetime(numbers, unit="s", utc=True, errors="coerce")
                 other = pd.to_datetime(
                     retry[numbers.isna()], format="mixed", utc=True, errors="coerce"
