@@ -282,8 +282,8 @@ class TrainerConfig:
     weight_decay: float = 0.0
     # constant | cosine (decays the rate over trainer.epochs, epoch by epoch, to near 0)
     schedule: str = "constant"
-    # Weights averaged (an exponential moving average, torch's AveragedModel) over about this
-    # many epochs of steps; validation, the best checkpoint and predictions use the average.
+    # Weights averaged (an exponential moving average, runner/training/averaging.py) over about
+    # this many epochs of steps; validation, the best checkpoint and predictions use the average.
     # 0 turns it off.
     ema_epochs: float = 1.0
     early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)

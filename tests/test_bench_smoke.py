@@ -11,27 +11,29 @@ from conftest import ROOT, run_cli  # noqa: F401  (ROOT: the suite runs from the
 pytestmark = [pytest.mark.slow]
 
 
-def test_every_figure_is_produced(tmp_path):
+def run_bench(script: str, *args: str, timeout: int = 900, env: dict | None = None) -> None:
+    """bench/<script> from the checkout, as nox runs it; fails the test with its output's end."""
     import subprocess
 
-    out = tmp_path / "results"
     result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "suite.py"),
-            "--smoke",
-            "--out",
-            str(out),
-            "--work",
-            str(tmp_path / "work"),
-        ],
+        [sys.executable, str(ROOT / "bench" / script), *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
+        timeout=timeout,
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_every_figure_is_produced(tmp_path):
+    out = tmp_path / "results"
+    run_bench(
+        "suite.py",
+        *("--smoke", "--out", str(out), "--work", str(tmp_path / "work")),
         timeout=1200,
         env={**__import__("os").environ, "RAY_ADDRESS": ""},
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     figures = json.loads((out / "figures.json").read_text())["sections"]
     expected = {
         "startup",
@@ -113,18 +115,11 @@ def test_accuracy_suite_scores_a_real_table(tmp_path):
     """nox -s accuracy on one table (the review table, whose signal is all in its text) and two
     split seeds: the runner, gradient boosting, TF-IDF + linear and the majority baseline are
     scored on the same splits, and means, standard errors and the paired gap are written."""
-    import subprocess
-
     out = tmp_path / "results"
-    command = [sys.executable, str(ROOT / "bench" / "accuracy.py"), "--tables", "fine_foods"]
-    result = subprocess.run(
-        [*command, "--variants", "default", "--seeds", "0,1", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=900,
+    run_bench(
+        "accuracy.py",
+        *("--tables", "fine_foods", "--variants", "default", "--seeds", "0,1", "--out", str(out)),
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     entry = json.loads((out / "accuracy.json").read_text())["tables"]["fine_foods"]
     assert entry["rows"] == 5000 and entry["metric"] == "roc_auc"
     ours, gbm = entry["ours"]["default"], entry["gbm"]
@@ -144,30 +139,12 @@ def test_defaults_sweep_runs_the_grid_through_the_tune_sweeper_and_ranks_on_vali
     """nox -s defaults_sweep on one table, two settings and two split seeds: every setting is
     trained on every seed by the project's Tune sweeper, ranked on validation, and reported
     with its test means and gaps to gradient boosting on the same splits."""
-    import subprocess
-
     out = tmp_path / "results"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "defaults_sweep.py"),
-            "--tables",
-            "credit_data",
-            "--seeds",
-            "0,1",
-            "--grid",
-            "trainer.learning_rate=0.003,0.00001",
-            "--set",
-            "trainer.epochs=4",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=900,
+    run_bench(
+        "defaults_sweep.py",
+        *("--tables", "credit_data", "--seeds", "0,1", "--out", str(out)),
+        *("--grid", "trainer.learning_rate=0.003,0.00001", "--set", "trainer.epochs=4"),
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((out / "defaults_sweep.json").read_text())
     entry = report["tables"]["credit_data"]
     good = entry["settings"]["trainer.learning_rate=0.003"]

@@ -40,7 +40,6 @@ class TextEncoder(nn.Module):
     ):
         super().__init__()
         self.embedding = nn.Embedding(size, dim, padding_idx=0)
-        self.token_dropout = token_dropout
         drop = torch.full((size,), float(token_dropout))
         if counts and rare_token_dropout > 0:
             seen = torch.tensor(counts, dtype=torch.float32)

@@ -28,7 +28,7 @@ def ema_decay(ema_epochs: float, steps_per_epoch: int) -> float:
 
 class WeightAverage:
     def __init__(self, model: nn.Module, decay: float):
-        self.decay, self.source, self.steps = decay, model, 0
+        self.decay, self.steps = decay, 0
         self.module = copy.deepcopy(model).eval()
         for p in self.module.parameters():
             p.requires_grad_(False)
