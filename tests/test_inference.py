@@ -1,0 +1,82 @@
+"""Feature types inferred from a sample (issue 28): every type, IDs, constants, dates in three
+formats and missing values, each decision with its reason."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from runner.errors import UserError
+from runner.processing.inference import infer_types
+
+
+def mixed_table(rows: int = 400) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    words = ["good", "bad", "fresh", "stale", "sweet", "salty", "cheap", "fine", "dry", "hot"]
+    frame = pd.DataFrame(
+        {
+            "price": rng.normal(100, 20, rows).round(2),
+            "row_id": np.arange(rows),
+            "uuid": [f"{rng.integers(1 << 62):x}-{i}" for i in range(rows)],
+            "country": rng.choice(["de", "fr", "it", "es", "nl"], rows),
+            "grade": rng.integers(1, 6, rows),
+            "smoker": rng.choice(["yes", "no"], rows),
+            "constant": "x",
+            "review": [" ".join(rng.choice(words, rng.integers(4, 12))) for _ in range(rows)],
+            "iso_date": pd.date_range("2020-01-01", periods=rows, freq="D").strftime("%Y-%m-%d"),
+            "us_date": pd.date_range("2020-01-01", periods=rows, freq="D").strftime("%m/%d/%Y"),
+            "stamp": pd.date_range("2020-01-01", periods=rows, freq="h").strftime(
+                "%Y-%m-%d %H:%M:%S"
+            ),
+            "tags": [
+                "|".join(rng.choice(["a", "b", "c", "d"], rng.integers(1, 4))) for _ in range(rows)
+            ],
+            "embedding": [" ".join(f"{v:.3f}" for v in rng.normal(size=3)) for _ in range(rows)],
+            "amount_text": [f"{v:.1f}" for v in rng.normal(50, 5, rows)],
+        }
+    )
+    frame.loc[::7, "price"] = np.nan
+    frame.loc[::11, "country"] = None
+    frame.loc[::13, "us_date"] = ""
+    return frame
+
+
+def test_every_type_ids_constants_and_dates_in_three_formats():
+    decisions = {d.name: d for d in infer_types(mixed_table(), target=["price"])}
+    types = {name: d.type for name, d in decisions.items()}
+    assert types == {
+        "price": "number",
+        "row_id": None,
+        "uuid": None,
+        "country": "category",
+        "grade": "category",
+        "smoker": "binary",
+        "constant": None,
+        "review": "text",
+        "iso_date": "date",
+        "us_date": "date",
+        "stamp": "date",
+        "tags": "set",
+        "embedding": "vector",
+        "amount_text": "number",
+    }
+    assert decisions["row_id"].reason == "an ID: a running number"
+    assert decisions["uuid"].reason.startswith("an ID:")
+    assert decisions["constant"].reason == "constant: every value is 'x'"
+    assert list(decisions)[0] == "price"  # targets first
+
+
+def test_exclude_and_an_unknown_target():
+    decisions = infer_types(mixed_table(), target=["smoker"], exclude=["review"])
+    review = next(d for d in decisions if d.name == "review")
+    assert review.type is None and review.reason == "left out by dataset.exclude"
+    with pytest.raises(UserError, match="dataset.target names nope"):
+        infer_types(mixed_table(), target=["nope"])
+
+
+def test_the_same_rows_in_any_order_or_partitioning_give_the_same_types():
+    table = mixed_table()
+    first = [(d.name, d.type) for d in infer_types(table, ["price"])]
+    shuffled = table.sample(frac=1.0, random_state=1)
+    assert [(d.name, d.type) for d in infer_types(shuffled, ["price"])] == [
+        (n, t) if n != "row_id" else (n, None) for n, t in first
+    ]
