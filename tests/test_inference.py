@@ -80,3 +80,21 @@ def test_the_same_rows_in_any_order_or_partitioning_give_the_same_types():
     assert [(d.name, d.type) for d in infer_types(shuffled, ["price"])] == [
         (n, t) if n != "row_id" else (n, None) for n, t in first
     ]
+
+
+def test_model_yaml_loads_back_as_the_model_config_with_reasons():
+    import yaml
+
+    from runner.processing.inference import model_config, model_yaml
+
+    table = mixed_table().rename(columns={"country": "country: code"})
+    decisions = infer_types(table, target=["price"])
+    text = model_yaml(decisions, ["price"], "houses.csv")
+    loaded = yaml.safe_load(text)
+    assert loaded["defaults"] == ["model_schema", "_self_"]
+    config = model_config(decisions, ["price"])
+    assert loaded["input_features"] == config["input_features"]
+    assert loaded["output_features"] == [{"name": "price", "type": "number"}]
+    assert {"name": "country: code", "type": "category"} in loaded["input_features"]
+    assert "#   row_id: an ID: a running number" in text
+    assert "# two distinct values" in text  # smoker's reason beside it

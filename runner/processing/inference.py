@@ -156,3 +156,43 @@ def _set_delimiter(text: pd.Series) -> str | None:
         if members.nunique() <= 0.5 * len(members):
             return delimiter
     return None
+
+
+def model_config(decisions: list[Inferred], target: list[str]) -> dict:
+    """The model group's config for the kept columns: what `model.yaml` holds."""
+    kept = [d for d in decisions if d.kept]
+    return {
+        "input_features": [{"name": d.name, "type": d.type} for d in kept if d.name not in target],
+        "output_features": [{"name": d.name, "type": d.type} for d in kept if d.name in target],
+    }
+
+
+def model_yaml(decisions: list[Inferred], target: list[str], source: str) -> str:
+    """`model.yaml` as a user keeps it: usable as is with `--config-dir <dir> model=<name>`,
+    each feature's reason beside it and every column left out listed with why."""
+    lines = [
+        f"# Inferred from {source}; edit the types and keep it:",
+        "#   python run.py --config-dir <this dir's parent> model=<this file's name>",
+        "defaults:",
+        "  - model_schema",
+        "  - _self_",
+    ]
+    config = model_config(decisions, target)
+    why = {d.name: d.reason for d in decisions}
+    for group in ("input_features", "output_features"):
+        lines.append(f"{group}:")
+        for feature in config[group]:
+            name = _yaml_scalar(feature["name"])
+            lines.append(f"  - {{name: {name}, type: {feature['type']}}}  # {why[feature['name']]}")
+    left_out = [d for d in decisions if not d.kept]
+    if left_out:
+        lines.append("# left out:")
+        lines += [f"#   {d.name}: {d.reason}" for d in left_out]
+    return "\n".join(lines) + "\n"
+
+
+def _yaml_scalar(text: str) -> str:
+    import json
+
+    plain = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\- ]*", text) and not text.endswith(" ")
+    return text if plain else json.dumps(text)
