@@ -18,11 +18,13 @@ from omegaconf import DictConfig, OmegaConf
 from runner.backends.auto import AutoBackend
 from runner.backends.base import Backend
 from runner.backends.horovod import HorovodBackend
-from runner.config import RunConfig, TrainerConfig, check_config
+from runner.config import FeatureConfig, RunConfig, TrainerConfig, check_config
 from runner.errors import UserError
 from runner.loading.base import Loader
 from runner.loading.local import LocalLoader
+from runner.outputs import write_text_atomic
 from runner.processing.base import Processor
+from runner.processing.inference import Inference
 from runner.processing.pandas_engine import PandasProcessor
 from runner.processing.source import DataSource
 from runner.storage import load_credentials
@@ -188,6 +190,7 @@ class Plan:
     loader: Loader | AutoLoader
     source: DataSource
     cache_options: dict
+    inference: Inference | None = None  # model=auto: what was inferred, and why
 
     def resolve(self) -> Run:
         """Inside the backend's context: every remaining `auto` resolved, each pick logged."""
@@ -215,6 +218,7 @@ class Plan:
             loader,
             self.source,
             self.cache_options,
+            self.inference,
         )
 
 
@@ -231,6 +235,7 @@ class Run:
     loader: Loader
     source: DataSource
     cache_options: dict
+    inference: Inference | None = None
 
 
 def assemble(cfg: DictConfig, run_dir: str | Path) -> Plan:
@@ -253,6 +258,13 @@ def assemble(cfg: DictConfig, run_dir: str | Path) -> Plan:
     if isinstance(backend, HorovodBackend):
         backend.timeline = trainer.settings.timeline
     source = DataSource.from_config(settings.dataset)
+    inference = None
+    model = settings.model
+    if settings.command in FEATURE_COMMANDS and None in (
+        model.input_features,
+        model.output_features,
+    ):
+        cfg, settings, inference = _infer_features(cfg, settings, source, run_dir)
     credentials = settings.cache_credentials
     if isinstance(credentials, DictConfig):
         credentials = OmegaConf.to_container(credentials, resolve=True)
@@ -266,4 +278,30 @@ def assemble(cfg: DictConfig, run_dir: str | Path) -> Plan:
         loader,
         source,
         load_credentials(credentials),
+        inference,
     )
+
+
+# Commands that read the feature lists from the config (the others from a saved model).
+FEATURE_COMMANDS = ("experiment", "preprocess", "train", "init")
+
+
+def _infer_features(cfg: DictConfig, settings: RunConfig, source: DataSource, run_dir: Path):
+    """model=auto: the feature lists the config leaves null, inferred from the table, logged
+    as a table, written to <run dir>/model.yaml and put into the config, which from here on
+    reads as if the user had typed them."""
+    from runner.processing.inference import infer_source
+
+    model = settings.model
+    given = [f.name for f in model.output_features] if model.output_features else None
+    split = OmegaConf.to_container(cfg.dataset.split, resolve=True)
+    inference = infer_source(source, settings.dataset, split, given)
+    for line in inference.table().splitlines():
+        log.info("%s", line)
+    write_text_atomic(run_dir / "model.yaml", inference.yaml())
+    inferred = inference.model_config()
+    cfg = cfg.copy()
+    for group in ("input_features", "output_features"):
+        if getattr(model, group) is None:
+            cfg.model[group] = [FeatureConfig(**f) for f in inferred[group]]
+    return cfg, check_config(cfg), inference

@@ -323,6 +323,26 @@ def _finish(run: Run, metrics: dict, extra: dict) -> None:
     print(outputs.format_summary(metrics, locations, warnings))
 
 
+def command_init(run: Run) -> dict:
+    """The inferred model config as YAML, to edit and keep; nothing is trained."""
+    if run.inference is None:
+        raise UserError(
+            "command=init writes the features it infers; this config already lists them "
+            "(model.input_features and model.output_features): drop model=... to infer them"
+        )
+    text = run.inference.yaml()
+    print(text, end="")
+    if run.settings.init.path:
+        path = Path(run.settings.init.path).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        outputs.write_text_atomic(path, text)
+        print(
+            f"\nwritten to {path}; train with it: python run.py "
+            f"--config-dir {path.parent.parent} model={path.stem} dataset.path=..."
+        )
+    return {}
+
+
 # command=<name> -> what it runs (runner.config.COMMANDS lists the same names).
 COMMANDS = {
     "experiment": command_experiment,
@@ -332,4 +352,5 @@ COMMANDS = {
     "predict": command_predict,
     "serve": command_serve,
     "export": command_export,
+    "init": command_init,
 }

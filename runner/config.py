@@ -19,7 +19,16 @@ from omegaconf import II, MISSING, DictConfig, ListConfig, OmegaConf
 
 from runner.errors import UserError
 
-COMMANDS = ("experiment", "preprocess", "train", "evaluate", "predict", "serve", "export")
+COMMANDS = (
+    "experiment",
+    "preprocess",
+    "train",
+    "evaluate",
+    "predict",
+    "serve",
+    "export",
+    "init",
+)
 EXPORT_FORMATS = ("torchscript",)
 STRATEGIES = ("auto", "local", "horovod", "ddp")
 PLACEMENTS = ("spread", "pack")
@@ -76,7 +85,16 @@ class SplitConfig:
 class DatasetConfig:
     # Local path or fsspec URL; null means the built-in synthetic dataset.
     path: str | None = None
-    format: str | None = None  # csv | parquet; inferred from the name when null
+    # csv | tsv | json | feather | orc | excel | parquet; from the file's name when null
+    format: str | None = None
+    # The column(s) to predict. With model.input_features null (model=auto), every other
+    # column becomes an input of an inferred type (runner/processing/inference.py).
+    target: Any = None
+    exclude: list[str] = field(default_factory=list)  # columns inference leaves out
+    # Leading rows of the training split that inference looks at.
+    inference_rows: int = 10000
+    # CSV field delimiter; null: sniffed from the header ("\t" for .tsv files).
+    delimiter: str | None = None
     synthetic_rows: int = 10000
     synthetic_seed: int = 0
     # Passed to fsspec: key, secret, client_kwargs: {endpoint_url: ...}, ... (never logged).
@@ -88,12 +106,31 @@ class DatasetConfig:
         _require(
             self.synthetic_rows >= 1, "dataset.synthetic_rows", "at least 1", self.synthetic_rows
         )
+        _require(
+            self.inference_rows >= 20, "dataset.inference_rows", "at least 20", self.inference_rows
+        )
+        if isinstance(self.target, str):
+            self.target = [self.target]
+        elif self.target is not None:
+            self.target = [str(t) for t in self.target]
+        self.exclude = [str(c) for c in self.exclude]
+        if self.delimiter in ("\\t", "tab"):  # what a shell hands over for a tab
+            self.delimiter = "\t"
+        if self.delimiter is not None and len(self.delimiter) != 1:
+            raise UserError(
+                f"dataset.delimiter={self.delimiter!r} must be one character, e.g. ';' or '\\t'"
+            )
+
+    @property
+    def targets(self) -> list[str]:
+        return list(self.target or [])
 
 
 @dataclass
 class ModelConfig:
-    input_features: list[FeatureConfig] = MISSING
-    output_features: list[FeatureConfig] = MISSING
+    # null (model=auto): inferred from the table, with dataset.target as the output.
+    input_features: list[FeatureConfig] | None = None
+    output_features: list[FeatureConfig] | None = None
     combiner: str = "concat"  # concat (MLP) | residual (residual MLP) | transformer
     hidden_size: int = 256  # picked by the defaults sweep (docs/accuracy.md)
     num_layers: int = 2
@@ -152,7 +189,7 @@ class ModelConfig:
         return self.number_encoder
 
     def embedding_of(self, name: str) -> int:
-        for feature in self.input_features:
+        for feature in self.input_features or ():
             if feature.name == name and feature.embedding_size:
                 return int(feature.embedding_size)
         return self.embedding_size
@@ -463,6 +500,15 @@ class ServeConfig:
 
 
 @dataclass
+class InitConfig:
+    """command=init: the inferred model config, printed and, where `path` says, written."""
+
+    # e.g. conf/model/houses.yaml, then: python run.py model=houses (--config-dir conf for a
+    # directory outside this checkout)
+    path: str | None = None
+
+
+@dataclass
 class PredictConfig:
     """command=predict / evaluate and the test split of an experiment (batch scoring)."""
 
@@ -513,6 +559,7 @@ class RunConfig:
     predict: PredictConfig = field(default_factory=PredictConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
+    init: InitConfig = field(default_factory=InitConfig)
 
     def __post_init__(self):
         _one_of(self.command, COMMANDS, "command")

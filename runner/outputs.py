@@ -21,8 +21,12 @@ from runner.scoring.metrics import METRICS
 
 
 def write_json(path: Path, payload: dict) -> None:
+    write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True, default=_json_default))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=_json_default))
+    tmp.write_text(text)
     os.replace(tmp, path)
 
 

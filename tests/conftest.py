@@ -5,10 +5,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hydra import compose, initialize_config_dir
 
 from runner.config import register_configs
+from runner.processing.split import SPLIT_NAMES
 
 # Test clusters are throw-away: no token authentication.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -167,3 +170,109 @@ def s3_server():
     ).create_bucket(Bucket="runner")
     yield credentials
     server.stop()
+
+
+def houses(rows: int = 600, seed: int = 0) -> pd.DataFrame:
+    """A table as users have them: an ID, a constant, numbers, codes, a yes/no, categories,
+    free text, dates, a set of members, missing values, and a price they explain."""
+    rng = np.random.default_rng(seed)
+    sqft = rng.normal(120, 30, rows).round(1)
+    rooms = rng.integers(1, 7, rows)
+    district = rng.choice(["north", "south", "east", "west", "centre"], rows)
+    garden = rng.choice(["yes", "no"], rows)
+    words = ["bright", "quiet", "renovated", "spacious", "modern", "old", "cosy", "central"]
+    description = [" ".join(rng.choice(words, rng.integers(3, 8))) for _ in range(rows)]
+    amenities = ["|".join(rng.choice(["lift", "pool", "gym", "parking"], 2)) for _ in range(rows)]
+    listed = pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 700, rows), unit="D")
+    effect = {"north": 10.0, "south": -5.0, "east": 0.0, "west": 4.0, "centre": 25.0}
+    price = (
+        2.0 * sqft
+        + 8.0 * rooms
+        + np.array([effect[d] for d in district])
+        + np.where(garden == "yes", 15.0, 0.0)
+        + rng.normal(0, 5, rows)
+    ).round(2)
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(1000, 1000 + rows),
+            "sqft": sqft,
+            "rooms": rooms,
+            "district": district,
+            "garden": garden,
+            "description": description,
+            "listed": listed.strftime("%Y-%m-%d"),
+            "amenities": amenities,
+            "country": "nl",
+            "price": price,
+        }
+    )
+    frame["sqft"] = frame["sqft"].astype(object)
+    frame.loc[::17, "sqft"] = None  # missing values, in every format as nulls
+    frame.loc[::13, "district"] = None
+    return frame
+
+
+def write_table(frame: pd.DataFrame, path) -> None:
+    """The table in the format its name says."""
+    name = str(path)
+    if name.endswith((".tsv", ".tsv.gz")):
+        frame.to_csv(path, sep="\t", index=False)
+    elif name.endswith(".semicolon.csv"):
+        frame.to_csv(path, sep=";", index=False)
+    elif name.endswith((".csv", ".csv.gz")):
+        frame.to_csv(path, index=False)
+    elif name.endswith((".jsonl", ".jsonl.gz")):
+        frame.to_json(path, orient="records", lines=True, double_precision=15)
+    elif name.endswith(".json"):
+        frame.to_json(path, orient="records", double_precision=15)
+    elif name.endswith(".feather"):
+        frame.to_feather(path)
+    elif name.endswith(".orc"):
+        frame.to_orc(path)
+    elif name.endswith(".xlsx"):
+        frame.to_excel(path, index=False)
+    else:
+        frame.to_parquet(path, index=False)
+
+
+# -- comparing cache entries (every engine, every format: the same processed data) ------------
+def processed(pre):
+    return {s: pq.read_table(pre.split_path(s).path).sort_by("__row__") for s in SPLIT_NAMES}
+
+
+def assert_close(got, want, where=""):
+    """Equal, except floats within a relative 1e-9 (partition-wise sums round differently)."""
+    if isinstance(want, dict):
+        assert set(got) == set(want), where
+        for k in want:
+            assert_close(got[k], want[k], f"{where}.{k}")
+    elif isinstance(want, list):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_close(g, w, f"{where}[{i}]")
+    elif isinstance(want, float):
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12), where
+    else:
+        assert got == want, where
+
+
+def assert_same_caches(results: dict) -> None:
+    """results: {name: Preprocessed}; every entry equals the one named "pandas": statistics,
+    vocabularies, rows, dtypes, values."""
+    reference = results["pandas"]
+    for engine, result in results.items():
+        assert_close(
+            result.meta["features"], reference.meta["features"], engine
+        )  # vocabularies, statistics
+        assert result.meta["rows"] == reference.meta["rows"], engine
+        got, want = processed(result), processed(reference)
+        for split in SPLIT_NAMES:
+            assert got[split].schema == want[split].schema, (engine, split)  # same dtypes
+            for column in want[split].column_names:
+                g, w = got[split][column], want[split][column]
+                if pa.types.is_floating(w.type):
+                    np.testing.assert_allclose(
+                        g.to_numpy(), w.to_numpy(), rtol=1e-6, atol=1e-9, err_msg=column
+                    )
+                else:
+                    assert g.to_pylist() == w.to_pylist(), (engine, split, column)

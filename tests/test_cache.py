@@ -24,7 +24,8 @@ def entries(cache_dir):
 
 
 def preprocess(tmp_path, cache_dir, *overrides):
-    run_experiment(tmp_path / "run", cache_dir, "command=preprocess", *overrides)
+    # model=synthetic: the feature lists written out, so that overrides can edit them.
+    run_experiment(tmp_path / "run", cache_dir, "command=preprocess", "model=synthetic", *overrides)
 
 
 @pytest.fixture

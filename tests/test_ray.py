@@ -6,17 +6,20 @@ import time
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from conftest import (
     FAST,
     MIXED_MODEL,
+    assert_same_caches,
     compose_config,
+    houses,
     mixed_table,
     run_cli,
     run_experiment,
     start_test_ray,
+    write_table,
 )
 from hydra.utils import instantiate
 
@@ -25,9 +28,9 @@ from runner.commands import run_command
 from runner.config import DatasetConfig, check_config
 from runner.errors import UserError
 from runner.processing.features import FeatureSet
-from runner.processing.pipeline import preprocess
+from runner.processing.pipeline import Preprocessed, preprocess
 from runner.processing.source import DataSource
-from runner.processing.split import SPLIT_NAMES
+from runner.storage import Location
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.distributed]
 SPLIT = {"method": "random", "ratios": [0.7, 0.15, 0.15], "seed": 42, "column": None}
@@ -44,26 +47,6 @@ def make_processor(name, *overrides):
 
 def ray_backend(*overrides) -> RayBackend:
     return instantiate(compose_config(["backend=ray", *overrides]).backend)
-
-
-def processed(pre):
-    return {s: pq.read_table(pre.split_path(s).path).sort_by("__row__") for s in SPLIT_NAMES}
-
-
-def assert_close(got, want, where=""):
-    """Equal, except floats within a relative 1e-9 (partition-wise sums round differently)."""
-    if isinstance(want, dict):
-        assert set(got) == set(want), where
-        for k in want:
-            assert_close(got[k], want[k], f"{where}.{k}")
-    elif isinstance(want, list):
-        assert len(got) == len(want), where
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            assert_close(g, w, f"{where}[{i}]")
-    elif isinstance(want, float):
-        assert got == pytest.approx(want, rel=1e-9, abs=1e-12), where
-    else:
-        assert got == want, where
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +68,8 @@ def test_every_engine_produces_the_same_cache(tmp_path, mixed_files, name):
     if name is None:
         source = DataSource.from_config(DatasetConfig(synthetic_rows=150000))
         features = FeatureSet(
-            list(compose_config([]).model.input_features),
-            list(compose_config([]).model.output_features),
+            list(compose_config(["model=synthetic"]).model.input_features),
+            list(compose_config(["model=synthetic"]).model.output_features),
         )
     else:
         source = DataSource.from_config(DatasetConfig(path=str(mixed_files / name)))
@@ -112,25 +95,48 @@ def test_every_engine_produces_the_same_cache(tmp_path, mixed_files, name):
     assert_same_caches(results)
 
 
-def assert_same_caches(results: dict) -> None:
-    """Every engine's entry equals pandas': statistics, vocabularies, rows, dtypes, values."""
-    reference = results["pandas"]
-    for engine, result in results.items():
-        assert_close(
-            result.meta["features"], reference.meta["features"], engine
-        )  # vocabularies, statistics
-        assert result.meta["rows"] == reference.meta["rows"], engine
-        got, want = processed(result), processed(reference)
-        for split in SPLIT_NAMES:
-            assert got[split].schema == want[split].schema, (engine, split)  # same dtypes
-            for column in want[split].column_names:
-                g, w = got[split][column], want[split][column]
-                if pa.types.is_floating(w.type):
-                    np.testing.assert_allclose(
-                        g.to_numpy(), w.to_numpy(), rtol=1e-6, atol=1e-9, err_msg=column
-                    )
-                else:
-                    assert g.to_pylist() == w.to_pylist(), (engine, split, column)
+@pytest.mark.parametrize("name", ["houses.tsv", "houses.jsonl.gz"])
+def test_every_engine_infers_and_reads_other_formats_as_the_csv(tmp_path, name):
+    """A delimited file and a whole-file format, with only dataset.target: every processor
+    infers the same model.yaml and writes the cache pandas writes from the same table in CSV."""
+    table = houses(3000, seed=2)
+    write_table(table, tmp_path / "houses.csv")
+    write_table(table, tmp_path / name)
+    engines = {
+        "pandas": ["processor=pandas"],
+        "dask": ["processor=dask", "processor.parallelism=3"],
+        "modin": ["processor=modin", "processor.parallelism=3"],
+        "arrow": ["processor=arrow", "processor.parallelism=3"],
+    }
+    results, inferred = {}, {}
+    for engine, overrides in {"csv": ["processor=pandas"], **engines}.items():
+        path = tmp_path / ("houses.csv" if engine == "csv" else name)
+        cfg = compose_config(
+            [
+                "backend=ray",
+                f"cache_dir={tmp_path / engine}",
+                f"dataset.path={path}",
+                "dataset.target=price",
+                "command=preprocess",
+                *overrides,
+            ]
+        )
+        run_command(cfg, tmp_path / f"run-{engine}")
+        entry = next((tmp_path / engine).glob("*/meta.json")).parent
+        meta = json.loads((entry / "meta.json").read_text())
+        results[engine] = Preprocessed(Location(str(entry / meta["data"])), meta, False, 0)
+        inferred[engine] = (tmp_path / f"run-{engine}" / "model.yaml").read_text()
+    assert len({inferred[engine] for engine in engines}) == 1  # every processor: the same
+    types = {
+        e: {k: v for k, v in yaml.safe_load(t).items() if k != "defaults"}
+        for e, t in inferred.items()
+    }
+    assert types["csv"] == types["pandas"]  # the CSV's reasons may say "written as text"
+    assert results["dask"].meta["partitions"] > 1  # several partitions merged to one answer
+    if name.endswith(".tsv"):  # a JSON file is one piece: no byte ranges to cut it at
+        assert results["arrow"].meta["partitions"] > 1
+    results = {"pandas": results.pop("csv"), **results}
+    assert_same_caches(results)
 
 
 def test_arrow_cuts_files_into_pieces_that_cover_every_row_once(tmp_path):

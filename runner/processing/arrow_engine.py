@@ -32,7 +32,13 @@ from runner.processing.partitions import (
     process_partition,
     require_ray,
 )
-from runner.processing.reading import csv_header, parse_csv, reading_errors
+from runner.processing.reading import (
+    WHOLE_FILE_FORMATS,
+    csv_header,
+    parse_csv,
+    read_file,
+    reading_errors,
+)
 from runner.processing.source import DataSource
 from runner.processing.synthetic import chunk_sizes, synthetic_chunk
 from runner.runtime import task_options
@@ -93,6 +99,8 @@ class ArrowProcessor:
             pieces, columns = _synthetic_pieces(source, count), list(synthetic_chunk(0, 1).columns)
         elif source.format == "csv":
             pieces, columns = _csv_pieces(source, count)
+        elif source.format in WHOLE_FILE_FORMATS:
+            pieces, columns = _file_pieces(source)
         else:
             pieces, columns = _parquet_pieces(source, count)
         return ArrowFrame(source, pieces, columns, set(numbers))
@@ -169,7 +177,7 @@ def _csv_pieces(source: DataSource, count: int) -> tuple[list[Piece], list[str]]
     total = max(1, sum(sizes))
     pieces, columns = [], []
     for path, size in zip(files, sizes, strict=True):
-        names = csv_header(fs, path)
+        names = csv_header(source, fs, path)
         if not names:
             raise UserError(f"dataset {source.path} is empty; give it a header row and data rows")
         columns += [n for n in names if n not in columns]
@@ -183,6 +191,13 @@ def _csv_pieces(source: DataSource, count: int) -> tuple[list[Piece], list[str]]
             for a, b in itertools.pairwise(bounds)
         ]
     return pieces, columns
+
+
+def _file_pieces(source: DataSource) -> tuple[list[Piece], list[str]]:
+    """One piece per file, read whole (JSON, Feather, ORC, Excel); the columns from the first."""
+    fs, files = source.files()
+    columns = list(read_file(source, fs, files[0]).column_names)
+    return [Piece(path=path) for path in files], columns
 
 
 def _parquet_pieces(source: DataSource, count: int) -> tuple[list[Piece], list[str]]:
@@ -228,6 +243,9 @@ def _read(source: DataSource, piece: Piece, columns, numbers) -> pa.Table:
         table = pa.Table.from_pandas(frame, preserve_index=False)
         return table.select(columns) if columns else table
     fs = source.filesystem()[0]
+    if source.format in WHOLE_FILE_FORMATS:
+        table = read_file(source, fs, piece.path)
+        return table.select([c for c in columns if c in table.column_names]) if columns else table
     with reading_errors(source, piece.path):
         if source.format == "parquet":
             table = pq.ParquetFile(piece.path, filesystem=fs).read_row_groups(
@@ -240,7 +258,9 @@ def _read(source: DataSource, piece: Piece, columns, numbers) -> pa.Table:
             )
         if piece.end is None:  # the whole (compressed) file
             opener = functools.partial(fs.open, piece.path, "rb", compression="infer")
-            return parse_csv(opener, list(piece.names), numbers, columns=columns)
+            return parse_csv(
+                opener, list(piece.names), numbers, columns=columns, delimiter=source.delimiter
+            )
         data = _lines(fs, piece)
         if not data.strip():
             types = {
@@ -248,7 +268,12 @@ def _read(source: DataSource, piece: Piece, columns, numbers) -> pa.Table:
             }
             return pa.table({c: pa.array([], t) for c, t in types.items()})
         return parse_csv(
-            lambda: io.BytesIO(data), list(piece.names), numbers, piece.start == 0, columns
+            lambda: io.BytesIO(data),
+            list(piece.names),
+            numbers,
+            piece.start == 0,
+            columns,
+            source.delimiter,
         )
 
 

@@ -15,7 +15,7 @@ from runner.processing.partitions import (
     process_partition,
     require_ray,
 )
-from runner.processing.reading import CSV_NULLS, csv_header
+from runner.processing.reading import CSV_NULLS, WHOLE_FILE_FORMATS, csv_header, read_file
 from runner.processing.source import DataSource
 from runner.processing.synthetic import chunk_sizes, synthetic_chunk
 from runner.runtime import task_options
@@ -58,14 +58,17 @@ class DaskProcessor:
             else:
                 fs, files = source.files()
                 urls = [fs.unstrip_protocol(f) for f in files]
-                if source.format == "csv":
-                    if not csv_header(fs, files[0]):
+                if source.format in WHOLE_FILE_FORMATS:
+                    frame = dd.from_map(_whole_file, files, source=source, fs=fs)
+                elif source.format == "csv":
+                    if not csv_header(source, fs, files[0]):
                         raise UserError(
                             f"dataset {source.path} is empty; give it a header row and data rows"
                         )
                     compressed = any(f.endswith((".gz", ".bz2", ".zip", ".xz")) for f in files)
                     frame = dd.read_csv(
                         urls,
+                        sep=source.delimiter or ",",
                         dtype=object,
                         keep_default_na=False,
                         na_values=CSV_NULLS,
@@ -123,3 +126,7 @@ class DaskProcessor:
         with self._settings():
             persisted = dask.persist(*tasks)
         return [next(iter(task.dask.values())) for task in persisted]
+
+
+def _whole_file(path: str, source, fs):
+    return read_file(source, fs, path).to_pandas()

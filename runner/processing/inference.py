@@ -43,6 +43,94 @@ class Inferred:
         return self.type is not None
 
 
+@dataclass
+class Inference:
+    """What inference decided for one table, and from how many training rows."""
+
+    decisions: list[Inferred]
+    target: list[str]
+    rows: int
+    source: str
+
+    def table(self) -> str:
+        """The log's table: column, type (or left out), why."""
+        width = max(len(d.name) for d in self.decisions)
+        lines = [
+            f"features inferred from the first {self.rows} training rows of {self.source} "
+            f"(dataset.target={','.join(self.target)}; an explicit model.input_features wins):"
+        ]
+        for d in self.decisions:
+            role = "output" if d.name in self.target else "input"
+            kind = d.type if d.kept else "-"
+            what = f"{role}: {d.reason}" if d.kept else f"left out: {d.reason}"
+            lines.append(f"  {d.name:<{width}}  {kind:<8}  {what}")
+        return "\n".join(lines)
+
+    def yaml(self) -> str:
+        return model_yaml(self.decisions, self.target, self.source)
+
+    def model_config(self) -> dict:
+        return model_config(self.decisions, self.target)
+
+
+def infer_source(source, dataset, split: dict, outputs: list[str] | None = None) -> Inference:
+    """Inference over the first dataset.inference_rows rows of the raw table that fall in the
+    training split (file order, read on the driver: the same rows for every processor).
+    `outputs`: the names of explicitly given output features, which stand for the target."""
+    from runner.errors import UserError
+    from runner.processing.reading import read_sample
+    from runner.processing.split import assign_splits
+
+    target = list(outputs or dataset.targets)
+    if not target:
+        raise UserError(
+            f"name the column to predict: dataset.target=<column> (with model=auto every other "
+            f"column of {source.label} becomes an input), or give model.input_features and "
+            "model.output_features"
+        )
+    sample = read_sample(source, dataset.inference_rows)
+    missing = [t for t in target if t not in sample.columns]
+    if missing:
+        raise UserError(
+            f"dataset.target={','.join(missing)} is not a column of {source.label}; set "
+            f"dataset.target to the column to predict, one of: {', '.join(map(str, sample.columns))}"
+        )
+    exclude = list(dataset.exclude)
+    if split["method"] == "column":
+        exclude.append(split["column"])
+        if split["column"] not in sample.columns:
+            raise UserError(
+                f"split column '{split['column']}' is not a column of {source.label}; "
+                f"available columns: {', '.join(map(str, sample.columns))}"
+            )
+    ids = np.arange(len(sample), dtype=np.int64)
+    sample = sample[assign_splits(sample, ids, split) == 0]
+    sample = sample.reset_index(drop=True)
+    unknown = [c for c in dataset.exclude if c not in sample.columns]
+    if unknown:
+        raise UserError(
+            f"dataset.exclude names {', '.join(unknown)}, which {source.label} does not have; "
+            f"its columns are: {', '.join(map(str, sample.columns))}"
+        )
+    decisions = infer_types(sample, target, exclude)
+    if split["method"] == "column":
+        decisions = [
+            Inferred(d.name, None, "the split column (dataset.split.column)")
+            if d.name == split["column"]
+            else d
+            for d in decisions
+        ]
+    for d in decisions:
+        if d.name in target and not d.kept:
+            raise UserError(f"dataset.target={d.name} cannot be predicted: {d.reason}")
+    if not any(d.kept and d.name not in target for d in decisions):
+        raise UserError(
+            f"no input feature is left in {source.label} once the target and the columns "
+            "left out are set aside; check dataset.exclude"
+        )
+    return Inference(decisions, target, len(sample), source.label)
+
+
 def infer_types(sample: pd.DataFrame, target: list[str], exclude: list[str] = ()) -> list[Inferred]:
     """One decision per column of `sample`, targets first, in column order."""
     missing = [t for t in target if t not in sample.columns]
@@ -110,7 +198,7 @@ def _numeric(name, values, distinct, rows, as_target, as_text=False) -> Inferred
     source = "numbers written as text" if as_text else "numbers"
     if integral and distinct >= ID_SHARE * rows and rows >= 20 and not as_target:
         diffs = np.diff(floats.to_numpy())
-        running = bool(len(diffs)) and bool(np.all(diffs == diffs[0]))
+        running = bool(len(diffs)) and bool(np.all(diffs > 0))  # increasing (a split's rows)
         why = "a running number" if running else f"{distinct / rows:.0%} distinct integers"
         return Inferred(name, None, f"an ID: {why}")
     if integral and distinct <= MAX_INTEGER_CODES:
@@ -171,8 +259,8 @@ def model_yaml(decisions: list[Inferred], target: list[str], source: str) -> str
     """`model.yaml` as a user keeps it: usable as is with `--config-dir <dir> model=<name>`,
     each feature's reason beside it and every column left out listed with why."""
     lines = [
-        f"# Inferred from {source}; edit the types and keep it:",
-        "#   python run.py --config-dir <this dir's parent> model=<this file's name>",
+        f"# Inferred from {source}. Edit the types and keep it as <dir>/model/<name>.yaml, then:",
+        "#   python run.py --config-dir <dir> model=<name> dataset.path=...",
         "defaults:",
         "  - model_schema",
         "  - _self_",

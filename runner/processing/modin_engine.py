@@ -14,7 +14,7 @@ from runner.processing.partitions import (
     process_partition,
     require_ray,
 )
-from runner.processing.reading import CSV_NULLS, csv_header
+from runner.processing.reading import CSV_NULLS, WHOLE_FILE_FORMATS, csv_header, read_arrow
 from runner.processing.source import DataSource
 from runner.storage import Location
 
@@ -48,14 +48,17 @@ class ModinProcessor:
         fs, files = source.files()
         urls = [fs.unstrip_protocol(f) for f in files]
         options = source.storage_options or None
+        if source.format in WHOLE_FILE_FORMATS:
+            return mpd.DataFrame(read_arrow(source).to_pandas())
         if source.format == "csv":
-            if not csv_header(fs, files[0]):
+            if not csv_header(source, fs, files[0]):
                 raise UserError(
                     f"dataset {source.path} is empty; give it a header row and data rows"
                 )
             frames = [
                 mpd.read_csv(
                     u,
+                    sep=source.delimiter or ",",
                     dtype=object,
                     keep_default_na=False,
                     na_values=CSV_NULLS,

@@ -12,24 +12,32 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from runner.errors import UserError
-from runner.processing.source import DataSource
+from runner.processing.source import DataSource, header_line
 
 # Every engine reads CSV cells as strings with these missing-value markers, so
 # that values are typed by the feature transforms alone, the same way everywhere.
 CSV_NULLS = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None", "#N/A"]
 
 
-def csv_header(fs, path: str) -> list[str]:
+# Formats read whole, file by file, into Arrow (no byte ranges or row groups to cut them at).
+WHOLE_FILE_FORMATS = ("json", "feather", "orc", "excel")
+
+
+def csv_header(source: DataSource, fs, path: str) -> list[str]:
     import csv
     import io
 
-    with fs.open(path, "rb", compression="infer") as handle:
-        first = handle.readline().decode("utf-8-sig")
-    return next(csv.reader(io.StringIO(first)), [])
+    first = header_line(source, fs, path)
+    return next(csv.reader(io.StringIO(first), delimiter=source.delimiter or ","), [])
 
 
 def parse_csv(
-    open_bytes, names: list[str], numbers: set[str], skip_header: bool = True, columns=None
+    open_bytes,
+    names: list[str],
+    numbers: set[str],
+    skip_header: bool = True,
+    columns=None,
+    delimiter: str | None = None,
 ) -> pa.Table:
     """CSV rows as Arrow: number-feature columns parsed as float64 by pyarrow's C parser,
     everything else as strings. A value that does not parse sends the rows down the
@@ -48,8 +56,11 @@ def parse_csv(
         )
         # With its header the rows name their own columns; a later byte range is given them.
         options = pacsv.ReadOptions(column_names=None if skip_header else names)
+        parse = pacsv.ParseOptions(delimiter=delimiter or ",")
         with open_bytes() as handle:
-            return pacsv.read_csv(handle, read_options=options, convert_options=convert)
+            return pacsv.read_csv(
+                handle, read_options=options, parse_options=parse, convert_options=convert
+            )
 
     strings = {n: pa.string() for n in list(names) + list(columns or ())}
     if numbers & set(strings):
@@ -66,14 +77,56 @@ def reading_errors(source: DataSource, path: str):
     """pyarrow's errors for one raw file as the user's one line (empty, unreadable)."""
     try:
         yield
-    except pa.ArrowInvalid as exc:
+    except (pa.ArrowInvalid, EOFError, OSError, ValueError) as exc:
+        if isinstance(exc, FileNotFoundError | PermissionError):
+            raise
         if "Empty CSV file" in str(exc):
             raise UserError(
                 f"dataset {source.path} is empty; give it a header row and data rows"
             ) from None
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise UserError(
-            f"cannot read {path} as {source.format}: {str(exc).splitlines()[0]}"
+            f"cannot read {path} as {source.format}: {first}; check the file "
+            "(or set dataset.format to what it holds)"
         ) from None
+
+
+def read_file(source: DataSource, fs, path: str) -> pa.Table:
+    """One whole file of a WHOLE_FILE_FORMATS format as Arrow, with pyarrow where it reads the
+    format (JSON lines, Feather / Arrow IPC, ORC) and pandas where it does not (a JSON array
+    of records, Excel)."""
+    with reading_errors(source, path):
+        if source.format == "feather":
+            import pyarrow.feather as feather
+
+            with fs.open(path, "rb") as handle:
+                return feather.read_table(handle)
+        if source.format == "orc":
+            import pyarrow.orc as orc
+
+            with fs.open(path, "rb") as handle:
+                return orc.ORCFile(handle).read()
+        if source.format == "excel":
+            import pandas as pd
+
+            with fs.open(path, "rb") as handle:
+                return pa.Table.from_pandas(pd.read_excel(handle), preserve_index=False)
+        return _read_json(fs, path)
+
+
+def _read_json(fs, path: str) -> pa.Table:
+    import json
+
+    import pyarrow.json as pajson
+
+    with fs.open(path, "rb", compression="infer") as handle:
+        data = handle.read()
+    if data.lstrip()[:1] == b"[":  # a JSON array of records
+        records = json.loads(data)
+        if not all(isinstance(r, dict) for r in records):
+            raise ValueError("a JSON array whose items are not all objects (records)")
+        return pa.Table.from_pylist(records)
+    return pajson.read_json(pa.BufferReader(data))  # JSON lines: one object a line
 
 
 def read_arrow(source: DataSource, numbers: set[str] = frozenset()) -> pa.Table:
@@ -83,14 +136,72 @@ def read_arrow(source: DataSource, numbers: set[str] = frozenset()) -> pa.Table:
     for path in files:
         with reading_errors(source, path):
             if source.format == "csv":
-                names = csv_header(fs, path)
+                names = csv_header(source, fs, path)
                 if not names:
                     raise pa.ArrowInvalid("Empty CSV file")
                 opener = functools.partial(fs.open, path, "rb", compression="infer")
-                tables.append(parse_csv(opener, names, set(numbers)))
+                tables.append(parse_csv(opener, names, set(numbers), delimiter=source.delimiter))
+            elif source.format in WHOLE_FILE_FORMATS:
+                tables.append(read_file(source, fs, path))
             else:
                 tables.append(pq.read_table(path, filesystem=fs))
     table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
     if table.num_rows == 0:
         raise UserError(f"dataset {source.path} has no data rows; add rows below the header")
     return table
+
+
+def read_sample(source: DataSource, rows: int):
+    """The table's first `rows` rows in file order as pandas (CSV cells as strings, as every
+    engine reads them), read on the driver the same way whatever the processor: what feature
+    inference looks at."""
+    import pandas as pd
+
+    if source.is_synthetic:
+        from runner.processing.synthetic import make_synthetic
+
+        return make_synthetic(min(rows, source.synthetic_rows), source.synthetic_seed)
+    fs, files = source.files()
+    tables, have = [], 0
+    for path in files:
+        with reading_errors(source, path):
+            if source.format == "csv":
+                table = _csv_head(source, fs, path, rows - have)
+            elif source.format == "parquet":
+                batches = pq.ParquetFile(path, filesystem=fs).iter_batches(batch_size=rows - have)
+                first = next(batches, None)
+                table = pa.Table.from_batches([first]) if first is not None else None
+            else:
+                table = read_file(source, fs, path).slice(0, rows - have)
+        if table is not None and table.num_rows:
+            tables.append(table)
+            have += table.num_rows
+        if have >= rows:
+            break
+    if not tables:
+        raise UserError(f"dataset {source.path} has no data rows; add rows below the header")
+    table = pa.concat_tables(tables, promote_options="permissive")
+    return table.to_pandas() if table.num_rows else pd.DataFrame()
+
+
+def _csv_head(source: DataSource, fs, path: str, rows: int) -> pa.Table | None:
+    names = csv_header(source, fs, path)
+    if not names:
+        raise UserError(f"dataset {source.path} is empty; give it a header row and data rows")
+    convert = pacsv.ConvertOptions(
+        column_types={n: pa.string() for n in names},
+        null_values=CSV_NULLS,
+        strings_can_be_null=True,
+    )
+    parse = pacsv.ParseOptions(delimiter=source.delimiter or ",")
+    batches, have = [], 0
+    with fs.open(path, "rb", compression="infer") as handle:
+        reader = pacsv.open_csv(handle, parse_options=parse, convert_options=convert)
+        for batch in reader:
+            batches.append(batch)
+            have += batch.num_rows
+            if have >= rows:
+                break
+    if not batches:
+        return None
+    return pa.Table.from_batches(batches).slice(0, rows)

@@ -13,7 +13,20 @@ from runner.config import DatasetConfig
 from runner.errors import UserError
 from runner.storage import check_bucket, storage_errors
 
-FORMATS = ("csv", "parquet")
+# Formats by what the file's name ends with (a compressed CSV or JSON too: .gz, .bz2, .zip, .xz,
+# .zst); dataset.format names one where the name does not tell.
+SUFFIXES = {
+    "csv": (".csv", ".tsv", ".tab", ".txt"),
+    "json": (".json", ".jsonl", ".ndjson"),
+    "feather": (".feather", ".arrow", ".ipc"),
+    "orc": (".orc",),
+    "excel": (".xlsx", ".xlsm"),
+    "parquet": (".parquet", ".parq", ".pq"),
+}
+FORMATS = tuple(SUFFIXES)
+COMPRESSIONS = (".gz", ".bz2", ".zip", ".xz", ".zst")
+# Candidates when dataset.delimiter is null, in the order that breaks a tie.
+DELIMITERS = (",", "\t", ";", "|")
 # Files up to this size are content-hashed for the cache key; larger ones use size + mtime.
 CONTENT_HASH_LIMIT = 256 * 1024 * 1024
 SYNTHETIC_VERSION = 2
@@ -26,6 +39,7 @@ class DataSource:
     storage_options: dict
     synthetic_rows: int
     synthetic_seed: int
+    delimiter: str | None = None  # csv: given, or sniffed from the first file's header
 
     @classmethod
     def from_config(cls, dataset: DatasetConfig) -> DataSource:
@@ -35,14 +49,46 @@ class DataSource:
             storage_options=dict(dataset.storage_options or {}),
             synthetic_rows=dataset.synthetic_rows,
             synthetic_seed=dataset.synthetic_seed,
+            delimiter=dataset.delimiter,
         )
         if source.path is not None:
+            if source.format == "tsv":
+                source.format, source.delimiter = "csv", source.delimiter or "\t"
             source.format = source.format or infer_format(source.path)
             if source.format not in FORMATS:
                 raise UserError(
-                    f"dataset.format={source.format} is not supported; use csv or parquet"
+                    f"dataset.format={source.format} is not supported; use one of "
+                    f"{', '.join(FORMATS)} (or tsv)"
                 )
+            with storage_errors(str(source.path), "dataset.storage_options"):
+                source.resolve_delimiter()
         return source
+
+    def resolve_delimiter(self) -> None:
+        """A CSV's delimiter: as given, tab for .tsv, else the candidate its header holds most
+        of; a given one that leaves the header one column while another would split it is
+        named as the mistake. Called once on the driver, before the source travels to tasks."""
+        if self.is_synthetic or self.format != "csv":
+            return
+        fs, files = self.files()
+        line = header_line(self, fs, files[0])
+        given = self.delimiter
+        if given is None:
+            name = _without_compression(files[0].lower())
+            if name.endswith((".tsv", ".tab")):
+                self.delimiter = "\t"
+            else:
+                counts = {d: line.count(d) for d in DELIMITERS}
+                self.delimiter = max(DELIMITERS, key=lambda d: (counts[d], -DELIMITERS.index(d)))
+        if line and self.delimiter not in line:
+            other = next((d for d in DELIMITERS if d in line), None)
+            if other is not None:
+                raise UserError(
+                    f"{files[0]} read with delimiter {self.delimiter!r} has one column "
+                    f"({line[:60]!r}); its header is {other!r}-separated: set "
+                    f"dataset.delimiter={'tab' if other == chr(9) else repr(other)} "
+                    "(or null to sniff it)"
+                )
 
     @property
     def is_synthetic(self) -> bool:
@@ -70,11 +116,9 @@ class DataSource:
                 f"dataset not found: {self.path}; set dataset.path to an existing CSV or Parquet file"
             )
         if fs.isdir(path):
-            suffix = "." + self.format
+            suffixes = SUFFIXES.get(self.format, ("." + str(self.format),))
             files = sorted(
-                p
-                for p in fs.find(path)
-                if p.endswith(suffix) or self.format == "parquet" and p.endswith(".parq")
+                p for p in fs.find(path) if _without_compression(p.lower()).endswith(suffixes)
             )
             if not files:
                 raise UserError(
@@ -115,21 +159,51 @@ class DataSource:
             ):
                 entry["blake2b"] = _memoized_content_hash(fs, path)
             entries.append(entry)
-        return {"format": self.format, "files": entries}
+        described = {"format": self.format, "files": entries}
+        if self.format == "csv":
+            described["delimiter"] = self.delimiter
+        return described
 
 
 def infer_format(path: str) -> str:
-    name = path.rstrip("/").lower()
-    for suffix in (".csv.gz", ".csv.bz2", ".csv.zip", ".csv", ".tsv"):
-        if name.endswith(suffix):
-            return "csv"
-    if name.endswith((".parquet", ".parq", ".pq")):
-        return "parquet"
+    name = _without_compression(path.rstrip("/").lower())
+    for format_, suffixes in SUFFIXES.items():
+        if name.endswith(suffixes):
+            return format_
     if "." not in os.path.basename(name):
         return "parquet"  # a directory of Parquet files, as Spark and Dask write them
     raise UserError(
-        f"cannot tell the format of {path}; set dataset.format=csv or dataset.format=parquet"
+        f"cannot tell the format of {path} from its name; set dataset.format to one of "
+        f"{', '.join(FORMATS)}"
     )
+
+
+def _without_compression(name: str) -> str:
+    for suffix in COMPRESSIONS:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def header_line(source: DataSource, fs, path: str) -> str:
+    """The first line of a (possibly compressed) text file; a file that does not decompress
+    or decode is the user's one line naming it and its format."""
+    import gzip
+    import lzma
+    import zlib
+
+    try:
+        with fs.open(path, "rb", compression="infer") as handle:
+            return handle.readline().decode("utf-8-sig").rstrip("\r\n")
+    except (gzip.BadGzipFile, EOFError, zlib.error, lzma.LZMAError, OSError, ValueError) as exc:
+        if isinstance(exc, FileNotFoundError | PermissionError):
+            raise
+        compression = next((c for c in COMPRESSIONS if path.lower().endswith(c)), "")
+        kind = f"{compression[1:]}-compressed " if compression else ""
+        raise UserError(
+            f"cannot read {path} as {kind}{source.format}: {exc}; check the file "
+            "(or set dataset.format to what it holds)"
+        ) from None
 
 
 HASH_MEMO = os.path.join(
