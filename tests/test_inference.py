@@ -48,7 +48,7 @@ def test_every_type_ids_constants_and_dates_in_three_formats():
         "row_id": None,
         "uuid": None,
         "country": "category",
-        "grade": "category",
+        "grade": "number",  # integer inputs keep their order
         "smoker": "binary",
         "constant": None,
         "review": "text",
@@ -77,9 +77,31 @@ def test_the_same_rows_in_any_order_or_partitioning_give_the_same_types():
     table = mixed_table()
     first = [(d.name, d.type) for d in infer_types(table, ["price"])]
     shuffled = table.sample(frac=1.0, random_state=1)
-    assert [(d.name, d.type) for d in infer_types(shuffled, ["price"])] == [
-        (n, t) if n != "row_id" else (n, None) for n, t in first
-    ]
+    again = infer_types(shuffled, ["price"])
+    assert [(d.name, d.type) for d in again] == first
+    reasons = {d.name: d.reason for d in again}  # no longer running, but named like one
+    assert reasons["row_id"] == "an ID: distinct integers in a column named like an ID"
+
+
+def test_integers_numbers_as_inputs_classes_as_a_small_target_and_ids_by_name():
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame(
+        {
+            "rating": rng.integers(1, 6, 300),
+            "amount": rng.permutation(np.arange(300) * 37 + 5),  # distinct, not an ID
+            "customerId": rng.permutation(np.arange(300) * 7919),
+            "stamp": np.sort(rng.integers(1.6e9, 1.7e9, 300)),  # increasing, but epoch seconds
+        }
+    )
+    types = {d.name: d.type for d in infer_types(frame, target=["rating"])}
+    assert types == {
+        "rating": "category",
+        "amount": "number",
+        "customerId": None,
+        "stamp": "number",
+    }
+    as_input = {d.name: d.type for d in infer_types(frame, target=["amount"])}
+    assert as_input["rating"] == "number"
 
 
 def test_model_yaml_loads_back_as_the_model_config_with_reasons():

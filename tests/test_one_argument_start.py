@@ -15,7 +15,7 @@ INFERRED = {
     "price": "number",
     "id": None,
     "sqft": "number",
-    "rooms": "category",
+    "rooms": "number",
     "district": "category",
     "garden": "binary",
     "description": "text",
@@ -182,7 +182,7 @@ def test_init_writes_a_yaml_that_loads_back_and_trains(tmp_path):
     assert {f["name"]: f["type"] for f in kept["input_features"]}["listed"] == "date"
     # Edited by the user, then trained with as its own model group.
     keep.write_text(
-        keep.read_text().replace("{name: rooms, type: category}", "{name: rooms, type: number}")
+        keep.read_text().replace("{name: rooms, type: number}", "{name: rooms, type: category}")
     )
     train = run_cli(
         "--config-dir",
@@ -195,7 +195,7 @@ def test_init_writes_a_yaml_that_loads_back_and_trains(tmp_path):
     )
     assert train.returncode == 0, train.stderr[-2000:]
     meta = json.loads((tmp_path / "train" / "model" / "meta.json").read_text())
-    assert meta["features"]["rooms"]["type"] == "number"
+    assert meta["features"]["rooms"]["type"] == "category"
     assert "features inferred" not in train.stderr  # the kept list, not inference
 
 

@@ -17,8 +17,9 @@ import pandas as pd
 
 from runner.processing.features import numbers_from_text
 
-# A column with at most this many distinct integer values is a category of codes, not a number
-# (a grade, a weekday); above it, a number.
+# A target of integers with at most this many distinct values is a class label (a rating, a
+# grade): classification; above it, regression. Integer inputs stay numbers (counts and scales
+# keep their order; the piecewise-linear encoder still bins them).
 MAX_INTEGER_CODES = 10
 # Distinct values per row above which a column of single words is an ID (keys, UUIDs).
 ID_SHARE = 0.95
@@ -159,7 +160,9 @@ def infer_column(column: pd.Series, as_target: bool = False) -> Inferred:
         return Inferred(name, None, "empty: no values in the sample")
     distinct = _distinct(present)
     if distinct == 1:
-        return Inferred(name, None, f"constant: every value is {present.iloc[0]!r}")
+        first = present.iloc[0]
+        first = first.item() if isinstance(first, np.generic) else first
+        return Inferred(name, None, f"constant: every value is {first!r}")
     if distinct == 2:
         return Inferred(name, "binary", "two distinct values")
     if pd.api.types.is_datetime64_any_dtype(present):
@@ -193,17 +196,24 @@ def infer_column(column: pd.Series, as_target: bool = False) -> Inferred:
 
 
 def _numeric(name, values, distinct, rows, as_target, as_text=False) -> Inferred:
-    floats = values.astype(np.float64)
+    floats = values.astype(np.float64).to_numpy()
     integral = bool(np.all(np.mod(floats, 1) == 0))
     source = "numbers written as text" if as_text else "numbers"
-    if integral and distinct >= ID_SHARE * rows and rows >= 20 and not as_target:
-        diffs = np.diff(floats.to_numpy())
-        running = bool(len(diffs)) and bool(np.all(diffs > 0))  # increasing (a split's rows)
-        why = "a running number" if running else f"{distinct / rows:.0%} distinct integers"
-        return Inferred(name, None, f"an ID: {why}")
-    if integral and distinct <= MAX_INTEGER_CODES:
-        return Inferred(name, "category", f"{distinct} distinct integer codes")
+    if integral and not as_target and rows >= 20:
+        steps = np.diff(floats)
+        # A row counter: increasing in file order and dense (a split's rows skip some numbers;
+        # epoch seconds or amounts sorted by time spread far wider).
+        if np.all(steps > 0) and floats[-1] - floats[0] < 3 * rows:
+            return Inferred(name, None, "an ID: a running number")
+        if distinct == rows and (_ID_WORD.search(name) or _ID_CAMEL.search(name)):
+            return Inferred(name, None, "an ID: distinct integers in a column named like an ID")
+    if integral and as_target and distinct <= MAX_INTEGER_CODES:
+        return Inferred(name, "category", f"{distinct} distinct integer classes")
     return Inferred(name, "number", source)
+
+
+_ID_WORD = re.compile(r"(^|[^a-z])(id|key|uuid|guid|index)([^a-z]|$)", re.IGNORECASE)  # row_id
+_ID_CAMEL = re.compile(r"[a-z](Id|ID|Key|Uuid|UUID)$")  # customerId, CustomerID
 
 
 def _distinct(values: pd.Series) -> int:
