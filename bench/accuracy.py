@@ -44,6 +44,8 @@ VARIANTS = {
     "ema": ["trainer.ema_epochs=1"],
     "ema0.25": ["trainer.ema_epochs=0.25"],
     "cosine": ["trainer.schedule=cosine"],
+    # The one-argument start: the feature types inferred instead of the suite's written list.
+    "inferred": ["model=auto", f"dataset.target={TARGET}"],
 }
 
 
@@ -112,7 +114,7 @@ def run_ours(table: Table, prepared: dict, work: Path, variant: str, extra: list
         sys.executable,
         str(ROOT / "run.py"),
         f"--config-dir={work / 'conf'}",
-        f"model={table.name}",
+        f"model={table.name}",  # a variant's model=auto overrides it
         "dataset=file",
         f"dataset.path={prepared['path']}",
         "dataset.split.method=column",

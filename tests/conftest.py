@@ -173,8 +173,9 @@ def s3_server():
 
 
 def houses(rows: int = 600, seed: int = 0) -> pd.DataFrame:
-    """A table as users have them: an ID, a constant, numbers, codes, a yes/no, categories,
-    free text, dates, a set of members, missing values, and a price they explain."""
+    """A table as users have them: an ID, a constant, numbers, counts, a yes/no, categories,
+    free text, dates in three formats, a set of members, a vector, missing values, and a price
+    they explain."""
     rng = np.random.default_rng(seed)
     sqft = rng.normal(120, 30, rows).round(1)
     rooms = rng.integers(1, 7, rows)
@@ -200,7 +201,12 @@ def houses(rows: int = 600, seed: int = 0) -> pd.DataFrame:
             "district": district,
             "garden": garden,
             "description": description,
-            "listed": listed.strftime("%Y-%m-%d"),
+            "listed": listed.strftime("%Y-%m-%d"),  # dates in three formats
+            "built": (listed - pd.DateOffset(years=30)).strftime("%m/%d/%Y"),
+            "viewed": (listed + pd.to_timedelta(rng.integers(0, 86400, rows), unit="s")).strftime(
+                "%Y-%m-%d %H:%M:%S"
+            ),
+            "location": [f"{a:.4f} {b:.4f}" for a, b in rng.normal(size=(rows, 2))],
             "amenities": amenities,
             "country": "nl",
             "price": price,
@@ -209,6 +215,7 @@ def houses(rows: int = 600, seed: int = 0) -> pd.DataFrame:
     frame["sqft"] = frame["sqft"].astype(object)
     frame.loc[::17, "sqft"] = None  # missing values, in every format as nulls
     frame.loc[::13, "district"] = None
+    frame.loc[::11, "built"] = None
     return frame
 
 

@@ -20,6 +20,9 @@ INFERRED = {
     "garden": "binary",
     "description": "text",
     "listed": "date",
+    "built": "date",
+    "viewed": "date",
+    "location": "vector",
     "amenities": "set",
     "country": None,
 }

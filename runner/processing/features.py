@@ -756,7 +756,14 @@ class DateFeature(Feature):
                 # could differ between engines): epoch seconds, then dateutil's parser.
                 retry = text[failed]
                 numbers = numbers_from_text(retry)
-                as_epoch = pd.to_datetime(numbers, unit="s", utc=True, errors="coerce")
+                # Only the numbers: pandas 2.3.3 casts a float array holding NaN by unit through
+                # uninitialised memory, which at random overflows (FloatingPointError).
+                as_epoch = pd.Series(pd.NaT, index=retry.index, dtype="datetime64[ns, UTC]")
+                if numbers.notna().any():
+                    present = numbers.dropna()
+                    as_epoch[present.index] = pd.to_datetime(
+                        present, unit="s", utc=True, errors="coerce"
+                    )
                 other = pd.to_datetime(
                     retry[numbers.isna()], format="mixed", utc=True, errors="coerce"
                 ).reindex(retry.index)
