@@ -71,7 +71,7 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # (our launchers) imports everywhere, Ray workers included.
 "${pip[@]}" -e ".[test,accuracy]" --config-settings editable_mode=compat
 # hydra-ray-launcher pins cloudpickle<3, which Dask needs; its `ray` launcher works
-# with cloudpickle 3, so it goes in without its pins (../shared/STACK.md). The same for
+# with cloudpickle 3, so it goes in without its pins (docs/stack.md). The same for
 # hydra-optuna-sweeper, which pins optuna<3 where Ray Tune's OptunaSearch needs >= 3; it
 # runs on optuna 3.6 (tests/test_sweeps.py).
 "${pip[@]}" --no-deps hydra-ray-launcher==1.2.2 hydra-optuna-sweeper==1.3.0

@@ -50,7 +50,7 @@ def head():
 
 
 def test_job_submission_attaches_to_the_cluster(head, tmp_path):
-    """The README's cluster command, run as written against a local head."""
+    """The cluster command of docs/scaling.md, run as written against a local head."""
     address, env = head
     run_dir = tmp_path / "run"
     excludes = json.dumps({"excludes": [".venv", "outputs", "bench-results", ".git"]})

@@ -4,7 +4,7 @@ The driver only plans: it cuts the raw files into pieces (byte ranges of CSV fil
 breaks, groups of Parquet row groups, runs of synthetic chunks) sized for the cluster. Each
 piece is read by one task with pyarrow's typed parser, and with `persist` kept in the object
 store as an Arrow table: its buffers travel without pickling, where Dask's pandas partitions
-of Python strings are pickled on every pass (the profile in the README). The fit and the
+of Python strings are pickled on every pass (the profile in docs/benchmarks.md). The fit and the
 transform then run as one task per piece, through the same per-partition functions as every
 other engine, so the cache is the same.
 
