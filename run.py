@@ -1,4 +1,6 @@
-"""The one entry point: python run.py [command=experiment|preprocess|train|evaluate|predict] [overrides]."""
+"""The one entry point: python run.py [command=<name>] [overrides], where <name> is one of
+experiment (the default), preprocess, train, evaluate, predict, serve, export, init
+(runner.config.COMMANDS)."""
 
 import logging
 import sys

@@ -1,4 +1,5 @@
-"""The commands of run.py: preprocess, train, evaluate, predict, experiment.
+"""The commands of run.py: experiment, preprocess, train, evaluate, predict, serve, export,
+init (the table at the bottom of this file; runner.config.COMMANDS lists the same names).
 
 run_command reads top to bottom: assemble the run (config checked, backend
 decided), enter the backend, resolve the remaining `auto` choices, run the

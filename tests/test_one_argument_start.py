@@ -81,6 +81,12 @@ def test_exclude_the_split_column_and_an_explicit_list_wins(tmp_path, cache_dir)
     assert pre.meta["input_features"] == ["sqft"]
     assert [d.name for d in inference.decisions if d.kept] != ["price", "sqft"]  # outputs only
     assert pre.meta["output_features"] == ["price"]
+    pre, inference = preprocessed(tmp_path, cache_dir, path, "dataset.target=[price,garden]")
+    assert pre.meta["output_features"] == ["price", "garden"]  # several outputs, inferred types
+    assert {d.name: d.type for d in inference.decisions if d.name in ("price", "garden")} == {
+        "price": "number",
+        "garden": "binary",
+    }
 
 
 def test_the_synthetic_experiment_with_only_its_target_matches_its_written_features(

@@ -100,7 +100,7 @@ def _preprocess(
                 return Preprocessed(cache.splits(key, meta), meta, False, seconds)
     seconds = time.perf_counter() - started
     log.info(
-        "preprocessing skipped: cache hit %s (%s; %.3fs)",
+        "preprocessing skipped: cache hit %s (%s; %.4fs)",
         cache.entry(key).url,
         _rows_line(meta),
         seconds,
