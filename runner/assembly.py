@@ -38,7 +38,7 @@ class AutoProcessor:
     distributed_min_bytes or more on Ray; pandas for smaller data, where spreading it over
     tasks costs more than it saves (and locally)."""
 
-    runs_on_ray = False  # until resolved: it never asks for Ray by itself
+    requires_ray = False  # until resolved: it never asks for Ray by itself
 
     def __init__(
         self, parallelism: int | None, persist: bool, blocksize: str, distributed_min_bytes: int
@@ -47,7 +47,7 @@ class AutoProcessor:
         self.distributed_min_bytes = distributed_min_bytes
 
     def resolve(self, backend: Backend, source: DataSource) -> Processor:
-        if not backend.runs_on_ray:
+        if not backend.offers_ray:
             return PandasProcessor()
         size, limit = source.size_bytes(), self.distributed_min_bytes
         if size >= limit:
@@ -74,16 +74,16 @@ class AutoLoader:
     when one process trains from data that fits (Ray Data's machinery buys nothing there),
     and for elastic training (its shards are cut again when workers come and go)."""
 
-    runs_on_ray = False
+    requires_ray = False
 
     def __init__(self, **settings):
         self.settings = settings
 
     def resolve(self, backend: Backend, trainer: Trainer) -> Loader:
         windowed = bool(self.settings["window_size_bytes"])
-        if backend.runs_on_ray and trainer.settings.elastic:
+        if backend.offers_ray and trainer.settings.elastic:
             log.info("loader=auto picked local: elastic training re-shards the cache")
-        elif backend.runs_on_ray and (trainer.distributed or windowed):
+        elif backend.offers_ray and (trainer.distributed or windowed):
             from runner.loading.ray_data import RayDataLoader
 
             log.info(
@@ -146,14 +146,14 @@ class TrainerChoice:
         many = self.many_workers()
         if backend.launched_ranks:
             return "horovod", f"this process is one of {backend.size} ranks launched by horovodrun"
-        if many and not backend.runs_on_ray:
+        if many and not backend.offers_ray:
             raise UserError(
                 f"{many} trains several workers on Ray; add backend=ray (or leave backend=auto, "
                 "which starts a local Ray when no cluster is reachable), or set trainer.num_workers=1"
             )
         if many:
             return "horovod", f"{many} on Ray (Horovod on Ray; trainer=ddp for DDP)"
-        if backend.runs_on_ray and self.settings.num_workers is None:
+        if backend.offers_ray and self.settings.num_workers is None:
             gpus = _cluster_gpus(backend)
             if gpus:
                 return (
@@ -205,7 +205,7 @@ class Plan:
             "components: backend %s, processor %s, loader %s, trainer %s",
             self.backend.name,
             processor.name,
-            type(loader).__name__,
+            loader.name,
             trainer.name,
         )
         return Run(
@@ -249,9 +249,9 @@ def assemble(cfg: DictConfig, run_dir: str | Path) -> Plan:
     backend = instantiate(cfg.backend, _convert_="all")
     if isinstance(backend, AutoBackend):
         named = [
-            f"{group}={getattr(c, 'name', 'ray')}"
+            f"{group}={c.name}"
             for group, c in (("processor", processor), ("loader", loader))
-            if c.runs_on_ray
+            if c.requires_ray
         ]
         serving = ["command=serve"] if settings.command == "serve" else []
         backend = backend.detect(trainer.wants_ray() or next(iter(named + serving), None))

@@ -229,7 +229,7 @@ def _predictor(run: Run, model_dir=None):
 
 def _pool(run: Run):
     """Ray's scoring actors from the trainer's keys; None off Ray."""
-    if not run.backend.runs_on_ray:
+    if not run.backend.offers_ray:
         return None
     from runner.runtime import require_ray
     from runner.scoring.ray_pool import PoolSettings

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, TypeVar, runtime_checkable
 
+from runner.errors import UserError
+
 T = TypeVar("T")
 
 
@@ -17,7 +19,7 @@ T = TypeVar("T")
 class Backend(Protocol):
     name: str
     # Capabilities, fixed per backend:
-    runs_on_ray: bool  # components may use Ray (processors, loaders, trainers, scorers)
+    offers_ray: bool  # components may use Ray (processors, loaders, trainers, scorers)
     launched_ranks: bool  # this process is one of N ranks started by horovodrun / mpirun
 
     @property
@@ -43,3 +45,12 @@ class Backend(Protocol):
     def __enter__(self) -> Backend: ...
 
     def __exit__(self, *exc) -> None: ...
+
+
+def require_ray_backend(
+    backend: Backend, what: str, fix: str = "add backend=ray", layer: str = "Ray"
+) -> None:
+    """For a component that requires Ray: the UserError "<what> runs on <layer>: <fix>"
+    unless the backend offers Ray."""
+    if not backend.offers_ray:
+        raise UserError(f"{what} runs on {layer}: {fix}")

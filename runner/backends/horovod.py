@@ -28,7 +28,7 @@ def launched_by_horovodrun() -> str | None:
 
 class HorovodBackend:
     name = "horovod"
-    runs_on_ray = False
+    offers_ray = False
     launched_ranks = True
     timeline: str | None = None  # trainer.timeline, set at assembly: Horovod reads it at init
 

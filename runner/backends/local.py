@@ -3,7 +3,7 @@
 
 class LocalBackend:
     name = "local"
-    runs_on_ray = False
+    offers_ray = False
     launched_ranks = False
     is_main = True
     rank = 0

@@ -12,7 +12,7 @@ class RayBackend(LocalBackend):
     """The driver of a Ray job: the main process; Ray workers never run commands."""
 
     name = "ray"
-    runs_on_ray = True
+    offers_ray = True
 
     def __init__(self, **settings):  # runner.config.RaySettings' fields
         self.runtime = runtime.RayRuntime(**settings)

@@ -17,7 +17,8 @@ from runner.storage import Location
 
 @runtime_checkable
 class Loader(Protocol):
-    runs_on_ray: bool  # shards are Ray Data streams (needs the Ray backend)
+    name: str  # as in loader=<name>
+    requires_ray: bool  # shards are Ray Data streams (needs the Ray backend)
     reshardable: bool  # shards can be cut again mid-run (elastic training)
     batch_size: int
     eval_batch_size: int

@@ -21,7 +21,8 @@ class LocalShard:
 
 
 class LocalLoader:
-    runs_on_ray = False
+    name = "local"
+    requires_ray = False
     reshardable = True
 
     def __init__(self, batch_size: int, shuffle: bool, drop_last: bool, eval_batch_size: int):

@@ -73,7 +73,8 @@ def row_groups(split: Location) -> list[tuple[str, int, int, int]]:
 
 
 class RayDataLoader:
-    runs_on_ray = True
+    name = "ray"
+    requires_ray = True
     reshardable = False  # streaming_split shards are fixed for the run
 
     def __init__(

@@ -75,7 +75,7 @@ class ArrowFrame:
 
 class ArrowProcessor:
     name = "arrow"
-    runs_on_ray = True
+    requires_ray = True
 
     def __init__(self, parallelism: int | None, persist: bool, blocksize: str):
         self.parallelism = parallelism

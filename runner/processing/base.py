@@ -23,7 +23,7 @@ PartitionFn = Callable[[pd.DataFrame, int], Any]
 @runtime_checkable
 class Processor(Protocol):
     name: str
-    runs_on_ray: bool  # needs the Ray backend (Dask / Modin on Ray)
+    requires_ray: bool  # needs the Ray backend (Dask / Modin on Ray)
 
     def read(self, source: DataSource, numbers: set[str] = frozenset()) -> Any:
         """The engine's frame of the raw table; `numbers` may be parsed as floats while reading."""

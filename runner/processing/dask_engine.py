@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 class DaskProcessor:
     name = "dask"
-    runs_on_ray = True
+    requires_ray = True
 
     def __init__(self, parallelism: int | None, persist: bool, blocksize: str):
         self.parallelism = parallelism

@@ -21,7 +21,7 @@ from runner.storage import Location
 
 class ModinProcessor:
     name = "modin"
-    runs_on_ray = True
+    requires_ray = True
 
     def __init__(self, parallelism: int | None):
         self.parallelism = parallelism

@@ -26,7 +26,7 @@ class PandasProcessor:
     """The whole table in memory as one partition."""
 
     name = "pandas"
-    runs_on_ray = False
+    requires_ray = False
 
     def read(self, source: DataSource, numbers: set[str] = frozenset()) -> pd.DataFrame:
         if source.is_synthetic:

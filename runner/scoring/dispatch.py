@@ -1,6 +1,6 @@
 """Where a batch-scoring job runs, decided by the backend's capabilities alone:
 
-    backend.runs_on_ray     the actor pool (ray_pool.py) over the processor's partitions
+    backend.offers_ray      the actor pool (ray_pool.py) over the processor's partitions
     backend.launched_ranks  each horovodrun rank its slice of the rows (batch.py)
     otherwise               this process, partition by partition
 
@@ -58,7 +58,7 @@ def score_raw(
     """Raw rows of `source` through the model's saved preprocessing."""
     chosen = predictor.features.all if task.labelled else predictor.features.inputs
     keep = list(task.keep_columns)
-    if backend.runs_on_ray:
+    if backend.offers_ray:
         import ray
         import ray.data
 
@@ -119,7 +119,7 @@ def score_split(
     pool: PoolSettings | None,
 ) -> BatchOutcome:
     """A processed cache split (with targets) as it lies in the cache."""
-    if backend.runs_on_ray:
+    if backend.offers_ray:
 
         def run(parts):
             # The pool's actors read their batches' row groups of the cache themselves: no

@@ -59,7 +59,6 @@ class Trainer(Protocol):
     name: str
     settings: TrainerConfig
     distributed: bool  # trains in worker processes (its data comes as per-worker shards)
-    needs_ray: bool
 
     def world_size(self, backend: Backend) -> int: ...
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
-from runner.errors import UserError
 from runner.training import workers as worker_setup
 from runner.training.job import TrainingJob, TrainingResult
 from runner.training.loop import run_training
@@ -57,10 +56,7 @@ class DDPTrainer(DistributedTrainer):
     """Ray Train's TorchTrainer: ScalingConfig and RunConfig mapped from our keys."""
 
     name = "ddp"
-
-    def _needs_ray(self, backend) -> None:
-        if not backend.runs_on_ray:
-            raise UserError("trainer=ddp runs on Ray Train: add backend=ray")
+    ray_layer = "Ray Train"
 
     def _run(self, job: TrainingJob, workers: int) -> TrainingResult:
         from ray.train import FailureConfig, RunConfig, ScalingConfig

@@ -87,6 +87,7 @@ def _executor_class():
 
 class HorovodTrainer(DistributedTrainer):
     name = "horovod"
+    ray_fix = "add backend=ray (or launch with horovodrun and backend=horovod)"
 
     def world_size(self, backend: Backend) -> int:
         if backend.launched_ranks:
@@ -98,12 +99,6 @@ class HorovodTrainer(DistributedTrainer):
     def _min_workers(self, workers: int) -> int:
         # An elastic run needs room for its minimum only; it grows into what is free.
         return self.settings.min_workers if self.settings.elastic else workers
-
-    def _needs_ray(self, backend: Backend) -> None:
-        if not backend.runs_on_ray:
-            raise UserError(
-                "trainer=horovod runs on Ray: add backend=ray (or launch with horovodrun and backend=horovod)"
-            )
 
     def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult:
         if backend.launched_ranks:  # under horovodrun: this process is one rank

@@ -18,7 +18,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from runner.backends.base import Backend
+from runner.backends.base import Backend, require_ray_backend
 from runner.config import TrainerConfig
 from runner.errors import UserError
 from runner.runtime import require_ray
@@ -46,7 +46,6 @@ class LocalTrainer:
 
     name = "local"
     distributed = False
-    needs_ray = False
 
     def __init__(self, settings: TrainerConfig):
         self.settings = settings
@@ -84,7 +83,9 @@ class DistributedTrainer(LocalTrainer):
     """What Horovod and DDP on Ray share: worker count, resources, placement, retries."""
 
     distributed = True
-    needs_ray = True
+    # On a backend that does not offer Ray, fit raises "trainer=<name> runs on <ray_layer>: <ray_fix>"
+    ray_layer = "Ray"
+    ray_fix = "add backend=ray"
 
     def __init__(self, settings: TrainerConfig):
         super().__init__(settings)
@@ -130,16 +131,12 @@ class DistributedTrainer(LocalTrainer):
                     "trainer.num_workers or trainer.resources_per_worker"
                 )
 
-    def _needs_ray(self, backend: Backend) -> None:
-        if not backend.runs_on_ray:
-            raise UserError(f"trainer={self.name} runs on Ray: add backend=ray")
-
     def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult:
         with relayed_reports() as reporter:  # a sweep's scheduler hears rank 0's epochs
             return self._fit(make_job, backend, reporter)
 
     def _fit(self, make_job: JobFactory, backend: Backend, reporter) -> TrainingResult:
-        self._needs_ray(backend)
+        require_ray_backend(backend, f"trainer={self.name}", self.ray_fix, self.ray_layer)
         workers = self.world_size(backend)
         self._check_placeable(self._min_workers(workers))
         log.info(
