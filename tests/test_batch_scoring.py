@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import MIXED_MODEL, mixed_table, run_cli, run_experiment
+from helpers import MIXED_MODEL, mixed_table, run_cli, run_experiment
 
 from runner.backends.local import LocalBackend
 from runner.errors import UserError, user_error_in

@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT, run_cli  # noqa: F401  (ROOT: the suite runs from the checkout)
+from helpers import ROOT, run_cli  # noqa: F401  (ROOT: the suite runs from the checkout)
 
 pytestmark = [pytest.mark.slow]
 

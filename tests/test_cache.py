@@ -9,7 +9,7 @@ import time
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from conftest import ROOT, compose_config, run_experiment
+from helpers import ROOT, compose_config, run_experiment
 
 from runner.assembly import assemble
 from runner.processing.pandas_engine import PandasProcessor

@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import mixed_table, run_cli
+from helpers import mixed_table, run_cli
 
 OUTPUTS = ("model", "metrics.json", "predictions.parquet", "learning_curves.png")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import ROOT, free_port, run_cli
+from helpers import ROOT, free_port, run_cli
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 BIN = Path(sys.executable).parent

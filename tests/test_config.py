@@ -1,7 +1,7 @@
 """Every option of every config group composes and instantiates; schema errors name the key."""
 
 import pytest
-from conftest import CONF, compose_config
+from helpers import CONF, compose_config
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from conftest import ROOT
+from helpers import ROOT
 
 DEPLOY = ROOT / "deploy"
 

@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from conftest import compose_config, run_experiment
+from helpers import compose_config, run_experiment
 
 from runner.commands import run_command
 from runner.errors import UserError

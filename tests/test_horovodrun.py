@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 pytestmark = [pytest.mark.distributed]
 
@@ -89,7 +89,7 @@ def test_horovodrun_two_processes_share_one_run_dir(tmp_path):
 def test_each_rank_scores_its_slice_and_the_answers_equal_the_local_path(tmp_path):
     """predict / evaluate under horovodrun: each rank scores and writes its own slice, the
     metrics merge on rank 0, and predictions and metrics equal one process's (1e-6)."""
-    from conftest import MIXED_MODEL, mixed_table, run_experiment
+    from helpers import MIXED_MODEL, mixed_table, run_experiment
 
     mixed_table(2000).to_csv(tmp_path / "train.csv", index=False)
     run_experiment(

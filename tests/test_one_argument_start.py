@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from conftest import FAST, assert_same_caches, houses, run_cli, run_experiment, write_table
+from helpers import FAST, assert_same_caches, houses, run_cli, run_experiment, write_table
 
 from runner.assembly import assemble
 from runner.errors import UserError
@@ -30,7 +30,7 @@ INFERRED = {
 
 def preprocessed(tmp_path, cache_dir, path, *overrides):
     """The cache entry (Preprocessed) of command=preprocess on `path` with only the target."""
-    from conftest import compose_config
+    from helpers import compose_config
 
     from runner.commands import _preprocess
 

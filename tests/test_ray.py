@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import (
+from helpers import (
     FAST,
     MIXED_MODEL,
     assert_same_caches,
@@ -376,7 +376,7 @@ def test_unreachable_address_fails_fast():
 
 
 def test_unreachable_address_from_the_cli(tmp_path):
-    from conftest import free_port
+    from helpers import free_port
 
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     started = time.perf_counter()

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import requests
-from conftest import MIXED_MODEL, ROOT, free_port, mixed_table, run_experiment
+from helpers import MIXED_MODEL, ROOT, free_port, mixed_table, run_experiment
 
 from runner import Predictor
 from runner.config import ServeConfig

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import FAST, free_port, run_cli
+from helpers import FAST, free_port, run_cli
 
 pytestmark = [pytest.mark.slow]
 

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import compose_config, run_experiment
+from helpers import compose_config, run_experiment
 from hydra.utils import instantiate
 
 from runner.config import check_config

@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import CONF, run_cli
+from helpers import CONF, run_cli
 from hydra import compose, initialize_config_dir
 
 

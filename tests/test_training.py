@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FAST, MIXED_MODEL, ROOT, run_experiment
+from helpers import FAST, MIXED_MODEL, ROOT, run_experiment
 from sklearn.datasets import load_diabetes, load_wine
 
 from runner.scoring.decoding import BASELINE_MARGIN

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, run_cli
+from helpers import ROOT, run_cli
 
 from runner.training import checkpoints
 

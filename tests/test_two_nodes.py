@@ -6,7 +6,7 @@ card's one-override command runs against the cluster through RAY_ADDRESS."""
 import json
 
 import pytest
-from conftest import compose_config, run_cli, run_experiment
+from helpers import compose_config, run_cli, run_experiment
 
 from runner.commands import run_command
 
