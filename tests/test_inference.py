@@ -49,7 +49,7 @@ def test_every_type_ids_constants_and_dates_in_three_formats():
         "uuid": None,
         "country": "category",
         "grade": "number",  # integer inputs keep their order
-        "smoker": "binary",
+        "smoker": "category",  # two values: a category as an input (binary as a target)
         "constant": None,
         "review": "text",
         "iso_date": "date",
@@ -67,6 +67,7 @@ def test_every_type_ids_constants_and_dates_in_three_formats():
 
 def test_exclude_and_an_unknown_target():
     decisions = infer_types(mixed_table(), target=["smoker"], exclude=["review"])
+    assert decisions[0].name == "smoker" and decisions[0].type == "binary"  # two values: binary
     review = next(d for d in decisions if d.name == "review")
     assert review.type is None and review.reason == "left out by dataset.exclude"
     with pytest.raises(UserError, match="dataset.target names nope"):
@@ -91,6 +92,7 @@ def test_integers_numbers_as_inputs_classes_as_a_small_target_and_ids_by_name():
             "amount": rng.permutation(np.arange(300) * 37 + 5),  # distinct, not an ID
             "customerId": rng.permutation(np.arange(300) * 7919),
             "stamp": np.sort(rng.integers(1.6e9, 1.7e9, 300)),  # increasing, but epoch seconds
+            "senior": rng.integers(0, 2, 300),  # a 0/1 flag
         }
     )
     types = {d.name: d.type for d in infer_types(frame, target=["rating"])}
@@ -99,9 +101,11 @@ def test_integers_numbers_as_inputs_classes_as_a_small_target_and_ids_by_name():
         "amount": "number",
         "customerId": None,
         "stamp": "number",
+        "senior": "number",  # two numbers as an input: a number (a target: binary)
     }
     as_input = {d.name: d.type for d in infer_types(frame, target=["amount"])}
     assert as_input["rating"] == "number"
+    assert infer_types(frame, target=["senior"])[0].type == "binary"
 
 
 def test_model_yaml_loads_back_as_the_model_config_with_reasons():

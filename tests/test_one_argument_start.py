@@ -17,7 +17,7 @@ INFERRED = {
     "sqft": "number",
     "rooms": "number",
     "district": "category",
-    "garden": "binary",
+    "garden": "category",  # two values: a category as an input
     "description": "text",
     "listed": "date",
     "built": "date",

@@ -164,7 +164,19 @@ def infer_column(column: pd.Series, as_target: bool = False) -> Inferred:
         first = first.item() if isinstance(first, np.generic) else first
         return Inferred(name, None, f"constant: every value is {first!r}")
     if distinct == 2:
-        return Inferred(name, "binary", "two distinct values")
+        if as_target:
+            return Inferred(name, "binary", "two distinct values")
+        if pd.api.types.is_bool_dtype(present):
+            return Inferred(name, "binary", "true/false values")
+        # As an input, two numbers or two strings are a number or a category, not a binary
+        # flag: on the accuracy suite the flag's single 0/1 column trailed both
+        # (docs/accuracy.md); true/false columns stay flags.
+        numeric = pd.api.types.is_numeric_dtype(present) and not pd.api.types.is_bool_dtype(
+            present
+        )
+        if numeric or numbers_from_text(present.astype(str).str.strip()).notna().all():
+            return Inferred(name, "number", "two distinct numbers (a 0/1 flag)")
+        return Inferred(name, "category", "two distinct values")
     if pd.api.types.is_datetime64_any_dtype(present):
         return Inferred(name, "date", "a date/time column")
     if pd.api.types.is_bool_dtype(present):
