@@ -157,6 +157,7 @@ def houses(rows: int = 600, seed: int = 0) -> pd.DataFrame:
             "rooms": rooms,
             "district": district,
             "garden": garden,
+            "furnished": rng.random(rows) < 0.3,  # a boolean (True/False in a CSV)
             "description": description,
             "listed": listed.strftime("%Y-%m-%d"),  # dates in three formats
             "built": (listed - pd.DateOffset(years=30)).strftime("%m/%d/%Y"),

@@ -2,6 +2,7 @@
 users have, command=init's YAML, and train() from Python."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ INFERRED = {
     "rooms": "number",
     "district": "category",
     "garden": "category",  # two values: a category as an input
+    "furnished": "binary",  # true/false, typed or written out
     "description": "text",
     "listed": "date",
     "built": "date",
@@ -234,6 +236,7 @@ def test_train_from_python_twice_matches_run_py(tmp_path, monkeypatch):
     assert metrics["test"] == pytest.approx(want["test"], rel=1e-6)  # a DataFrame: same rows
     assert first.run_dir.parent.parent == tmp_path / "outputs"  # run.py's layout, in the cwd
     assert logging.getLogger().handlers == handlers  # the root logger left alone
+    assert Path.cwd() == tmp_path  # the working directory too
     rows = houses(5, seed=1).drop(columns=["price"])
     predictions = predictor.predict(rows)
     assert len(predictions) == 5 and predictions["price_prediction"].between(100, 600).all()

@@ -29,6 +29,7 @@ TEXT_WORDS = 3.0
 # words, is text rather than a category.
 TEXT_SHARE = 0.5
 SET_DELIMITERS = ("|", ";", ",")
+_BOOLEAN_WORDS = {"true", "false", "t", "f"}
 DATE_SHARE = 0.95  # of non-empty values that must parse as dates
 _NUMBER_LIST = re.compile(r"^\s*[\[(]?\s*-?\d[\d.eE+-]*(\s*[,\s]\s*-?\d[\d.eE+-]*)+\s*[\])]?\s*$")
 
@@ -166,15 +167,14 @@ def infer_column(column: pd.Series, as_target: bool = False) -> Inferred:
     if distinct == 2:
         if as_target:
             return Inferred(name, "binary", "two distinct values")
-        if pd.api.types.is_bool_dtype(present):
+        text = present.astype(str).str.strip()
+        # Booleans, typed or written out (a CSV's True/False), whatever the format.
+        if pd.api.types.is_bool_dtype(present) or set(text.str.lower()) <= _BOOLEAN_WORDS:
             return Inferred(name, "binary", "true/false values")
         # As an input, two numbers or two strings are a number or a category, not a binary
         # flag: on the accuracy suite the flag's single 0/1 column trailed both
-        # (docs/accuracy.md); true/false columns stay flags.
-        numeric = pd.api.types.is_numeric_dtype(present) and not pd.api.types.is_bool_dtype(
-            present
-        )
-        if numeric or numbers_from_text(present.astype(str).str.strip()).notna().all():
+        # (docs/accuracy.md).
+        if pd.api.types.is_numeric_dtype(present) or numbers_from_text(text).notna().all():
             return Inferred(name, "number", "two distinct numbers (a 0/1 flag)")
         return Inferred(name, "category", "two distinct values")
     if pd.api.types.is_datetime64_any_dtype(present):
