@@ -10,7 +10,7 @@ from helpers import compose_config, run_experiment
 from hydra.utils import instantiate
 
 from runner.config import check_config
-from runner.loading import ray_data
+from runner.loading import pieces, ray_data
 from runner.loading.tensors import TensorTable
 from runner.model.layout import NUMERIC, Layout
 from runner.storage import Location
@@ -40,7 +40,7 @@ def streamed_shards(split, layout, world_size, *overrides):
     loader = instantiate(
         compose_config(["loader=ray", f"loader.batch_size={BATCH}", *overrides]).loader
     )
-    groups = ray_data.row_groups(split)
+    groups = pieces.row_groups(split)
     rows = sum(g[2] for g in groups)
     bytes_per_row = sum(g[3] for g in groups) / rows
     shards = [

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 
 from runner.loading.heap import release_free_pages
+from runner.loading.pieces import pieces_of, read_pieces, row_groups
 from runner.loading.tensors import TensorTable
 from runner.model.layout import Layout
 from runner.runtime import require_ray
@@ -58,18 +58,6 @@ class RayShard:
 
     def __len__(self) -> int:
         return self.rows
-
-
-def row_groups(split: Location) -> list[tuple[str, int, int, int]]:
-    """(file, row group, rows, uncompressed bytes) of every row group, from the footers."""
-    filesystem = split.arrow_filesystem()
-    groups = []
-    for path in split.files():
-        meta = pq.read_metadata(path, filesystem=filesystem)
-        for i in range(meta.num_row_groups):
-            group = meta.row_group(i)
-            groups.append((path, i, group.num_rows, group.total_byte_size))
-    return groups
 
 
 class RayDataLoader:
@@ -227,30 +215,6 @@ def read_ahead(split: Location, groups: Iterable[list]) -> Iterator[pa.Table]:
         if pending is not None:
             release_free_pages()
             yield pending.result()
-
-
-def pieces_of(groups: list, start: int, end: int) -> list[tuple[str, int, int, int]]:
-    """Rows [start, end) of a split as (file, row group, first, end) pieces of its row groups."""
-    pieces, offset = [], 0
-    for path, index, count, _ in groups:
-        lo, hi = max(start, offset), min(end, offset + count)
-        if lo < hi:
-            pieces.append((path, index, lo - offset, hi - offset))
-        offset += count
-    return pieces
-
-
-def read_pieces(split: Location, pieces: list) -> pa.Table:
-    """The rows of those pieces, in order (an empty table of the split's schema for none)."""
-    filesystem, files, parts = split.arrow_filesystem(), {}, []
-    for path, group, first, end in pieces:
-        if path not in files:
-            files[path] = pq.ParquetFile(path, filesystem=filesystem)
-        parts.append(files[path].read_row_group(group).slice(first, end - first))
-    if not parts:  # fewer rows than workers: this one has none
-        path = split.files()[0]
-        parts = [pq.ParquetFile(path, filesystem=filesystem).schema_arrow.empty_table()]
-    return pa.concat_tables(parts)
 
 
 def _shares(groups: list, rows: int, world_size: int, equal: bool) -> list[tuple[list, tuple]]:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from runner.errors import UserError
 from runner.loading.heap import release_free_pages
-from runner.loading.ray_data import pieces_of, read_pieces, row_groups
+from runner.loading.pieces import pieces_of, read_pieces, row_groups
 from runner.model.artifact import SavedModel
 from runner.processing.features import ROW_ID
 from runner.runtime import require_ray
