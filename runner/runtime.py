@@ -180,7 +180,8 @@ def without_api_server(ray, skip: bool):
     with nothing but its usage-stats module (which cannot report from here), and ray.init
     polls until that process has published its URL: 1.2-1.4 s of the 2.6-4 s start profiled
     on these machines. Nothing a run does talks to it (no dashboard, no job server in a Ray
-    of its own). Ray's private Node class: where the method is missing, Ray starts as usual.
+    of its own). Ray's private Node class: where the method is missing, Ray starts as usual
+    (listed in runner/compat.py, whose test checks it on every upgrade).
     """
     node_class = getattr(getattr(getattr(ray, "_private", None), "node", None), "Node", None)
     original = getattr(node_class, "start_api_server", None)
@@ -202,7 +203,8 @@ def shutdown(ray) -> None:
     GCS and hangs until shutdown's one-second grace runs out: 1.0 of the 1.35 s that
     ray.shutdown() took here (profiled). A local Ray has nothing for it to scale, so it
     goes first, at once. Only a Ray this process started lists the monitor among its own
-    processes (Ray's private node handle: where it is missing, shutdown is as before).
+    processes (Ray's private node handle: where it is missing, shutdown is as before; listed in
+    runner/compat.py).
     """
     node = getattr(getattr(ray, "_private", None), "worker", None)
     node = getattr(node, "_global_node", None)

@@ -125,7 +125,7 @@ def _forget_other_sessions_refs(ray) -> None:
 
         from modin.core.execution.ray.common.engine_wrapper import RayWrapper
 
-        RayWrapper._func_cache.clear()
+        RayWrapper._func_cache.clear()  # a Modin internal (listed in runner/compat.py)
         # Classes keep refs in attributes (_DEPLOY_AXIS_FUNC, _parse_func, ...), some of them
         # classes Modin builds at run time; each is put again on first use when None.
         for cls in gc.get_objects():

@@ -171,7 +171,7 @@ class RayTrialLauncherBase(Launcher):
                     Exception
                 ) as error:  # the trial's process died: a failed trial, not a failed sweep
                     failed = JobReturn(overrides=list(job_overrides[i]), status=JobStatus.FAILED)
-                    failed._return_value = error
+                    failed._return_value = error  # Hydra internal (runner/compat.py)
                     returns[i] = failed
         _report(self.config, returns, job_overrides, initial_job_idx, seconds)
         return returns

@@ -45,7 +45,7 @@ def _worker_env(settings) -> dict[str, str]:
 def _executor_class():
     """RayExecutor whose workers go into a placement group of ours: SPREAD or PACK, and bundles
     holding every resource of trainer.resources_per_worker (Horovod 0.28.1 always packs, and
-    asks for CPU and GPU only)."""
+    asks for CPU and GPU only). The adapter methods it replaces are listed in runner/compat.py."""
     from horovod.ray import RayExecutor
     from horovod.ray.strategy import PGStrategy
 

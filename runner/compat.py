@@ -1,0 +1,98 @@
+"""Every internal of a dependency that the runner reaches into, in one list: what it is, where
+the runner uses it, and what happens when an upgrade removes it. tests/test_compat.py checks
+that each still exists in the installed versions, so an upgrade that moves one fails there,
+by name, instead of silently losing a fix (every use site falls back when the name is gone).
+
+The patches themselves stay beside the code they serve (each use site names its entry here);
+this module only lists them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Internal:
+    module: str
+    path: str  # attribute path inside the module; "Class.attr" for an instance attribute's class
+    used_in: str
+    without_it: str
+    instance: bool = False  # set on instances in the class's __init__, not on the class
+
+    def exists(self) -> bool:
+        try:
+            target = importlib.import_module(self.module)
+            *owners, name = self.path.split(".")
+            for part in owners:
+                target = getattr(target, part)
+            if self.instance:
+                return f"self.{name}" in inspect.getsource(target.__init__)
+            return hasattr(target, name)
+        except (ImportError, AttributeError, OSError, TypeError):
+            return False
+
+
+INTERNALS = (
+    Internal(
+        "ray._private.node",
+        "Node.start_api_server",
+        "runner/runtime.py: without_api_server",
+        "a local Ray without the dashboard waits 1.2-1.4 s for the dashboard head's URL again",
+    ),
+    Internal(
+        "ray._private.worker",
+        "_global_node",
+        "runner/runtime.py: shutdown",
+        "ray.shutdown() of a Ray this run started waits ~1 s on the autoscaler monitor again",
+    ),
+    Internal(
+        "ray._private.node",
+        "Node.all_processes",
+        "runner/runtime.py: shutdown",
+        "as for _global_node: the monitor process is not found and not stopped first",
+        instance=True,
+    ),
+    Internal(
+        "horovod.ray",
+        "RayExecutor._initialize_adapter",
+        "runner/training/horovod_trainer.py: PlacedExecutor",
+        "Horovod's workers no longer go into our placement group (trainer.placement, custom "
+        "resources): Horovod packs them and asks for CPU/GPU only",
+    ),
+    Internal(
+        "horovod.ray.runner",
+        "StaticAdapter._create_strategy",
+        "runner/training/horovod_trainer.py: PlacedExecutor",
+        "as above, for a fixed number of workers",
+    ),
+    Internal(
+        "horovod.ray.elastic_v2",
+        "ElasticAdapter._create_resources",
+        "runner/training/horovod_trainer.py: PlacedExecutor",
+        "elastic workers lose the custom resources of trainer.resources_per_worker",
+    ),
+    Internal(
+        "modin.core.execution.ray.common.engine_wrapper",
+        "RayWrapper._func_cache",
+        "runner/processing/modin_engine.py: after a new Ray session",
+        "Modin reuses object refs of a Ray session that is gone (a second run in one process)",
+    ),
+    Internal(
+        "hydra.core.utils",
+        "JobReturn._return_value",
+        "runner/sweeps/launcher.py: failed trials",
+        "a failed sweep trial's error is no longer recorded on its JobReturn",
+    ),
+)
+
+
+def missing() -> list[str]:
+    """One line per listed internal that the installed versions lack."""
+    return [
+        f"{i.module}.{i.path} (used in {i.used_in}); without it: {i.without_it}"
+        for i in INTERNALS
+        if not i.exists()
+    ]
