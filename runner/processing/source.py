@@ -13,8 +13,8 @@ from runner.config import DatasetConfig
 from runner.errors import UserError
 from runner.storage import check_bucket, storage_errors
 
-# Formats by what the file's name ends with (a compressed CSV or JSON too: .gz, .bz2, .zip, .xz,
-# .zst); dataset.format names one where the name does not tell.
+# Formats by what the file's name ends with (a compressed CSV or JSON too: .gz, .bz2, .zip,
+# .xz); dataset.format names one where the name does not tell.
 SUFFIXES = {
     "csv": (".csv", ".tsv", ".tab", ".txt"),
     "json": (".json", ".jsonl", ".ndjson"),
@@ -24,7 +24,7 @@ SUFFIXES = {
     "parquet": (".parquet", ".parq", ".pq"),
 }
 FORMATS = tuple(SUFFIXES)
-COMPRESSIONS = (".gz", ".bz2", ".zip", ".xz", ".zst")
+COMPRESSIONS = (".gz", ".bz2", ".zip", ".xz")
 # Candidates when dataset.delimiter is null, in the order that breaks a tie.
 DELIMITERS = (",", "\t", ";", "|")
 # Files up to this size are content-hashed for the cache key; larger ones use size + mtime.
