@@ -46,13 +46,13 @@ def train(
     overrides = list(overrides)
     if target is not None:
         overrides.append(f"dataset.target={_override_value(target)}")
-    if data is not None:
-        overrides.append(f"dataset.path={_override_value(str(_table_path(data, overrides)))}")
     if command := next((o for o in overrides if o.startswith("command=")), None):
         from runner.errors import UserError
 
         raise UserError(f"train() runs command=experiment; drop {command}")
     cfg = compose(overrides, config_dir)
+    if data is not None:
+        cfg.dataset.path = str(_table_path(data, cfg.cache_dir))
     default = Path("outputs") / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
     run_dir = Path(run_dir or default).absolute()
     metrics = run_command(cfg, run_dir)
@@ -70,14 +70,15 @@ def compose(overrides: list[str], config_dir=None):
 
     register_configs()
     extra = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
-    was = GlobalHydra.instance().is_initialized()
-    if was:  # a caller's own Hydra session (a notebook that composed a config itself)
+    if (
+        GlobalHydra.instance().is_initialized()
+    ):  # a caller's own Hydra session (a notebook that composed a config itself)
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=[*overrides, *extra])
 
 
-def _table_path(data, overrides: list[str]) -> Path | str:
+def _table_path(data, cache_dir: str) -> Path | str:
     """A path as given; a DataFrame written once to a Parquet file named by its content under
     the cache dir, so that training twice on the same frame preprocesses once."""
     import pandas as pd
@@ -89,13 +90,7 @@ def _table_path(data, overrides: list[str]) -> Path | str:
     buffer = io.BytesIO()
     data.to_parquet(buffer, index=False)  # the same frame gives the same bytes
     digest = hashlib.blake2b(buffer.getvalue(), digest_size=16).hexdigest()
-    cache = next((o.split("=", 1)[1] for o in overrides if o.startswith("cache_dir=")), None)
-    root = Path(
-        os.path.expanduser(
-            cache or os.environ.get("TABULAR_RUNNER_CACHE", "~/.cache/tabular-runner")
-        )
-    )
-    path = root / "frames" / f"{digest}.parquet"
+    path = Path(os.path.expanduser(cache_dir)) / "frames" / f"{digest}.parquet"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")

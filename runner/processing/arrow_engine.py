@@ -32,14 +32,8 @@ from runner.processing.partitions import (
     process_partition,
     require_ray,
 )
-from runner.processing.reading import (
-    WHOLE_FILE_FORMATS,
-    csv_header,
-    parse_csv,
-    read_file,
-    reading_errors,
-)
-from runner.processing.source import DataSource
+from runner.processing.reading import WHOLE_FILE_FORMATS, csv_header, parse_csv, read_file
+from runner.processing.source import DataSource, reading_errors
 from runner.processing.synthetic import chunk_sizes, synthetic_chunk
 from runner.runtime import task_options
 from runner.storage import Location

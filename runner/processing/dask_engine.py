@@ -16,7 +16,7 @@ from runner.processing.partitions import (
     require_ray,
 )
 from runner.processing.reading import CSV_NULLS, WHOLE_FILE_FORMATS, csv_header, read_file
-from runner.processing.source import DataSource
+from runner.processing.source import COMPRESSIONS, DataSource
 from runner.processing.synthetic import chunk_sizes, synthetic_chunk
 from runner.runtime import task_options
 from runner.storage import Location
@@ -65,7 +65,7 @@ class DaskProcessor:
                         raise UserError(
                             f"dataset {source.path} is empty; give it a header row and data rows"
                         )
-                    compressed = any(f.endswith((".gz", ".bz2", ".zip", ".xz")) for f in files)
+                    compressed = any(f.endswith(COMPRESSIONS) for f in files)
                     frame = dd.read_csv(
                         urls,
                         sep=source.delimiter or ",",

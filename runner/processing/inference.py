@@ -97,9 +97,9 @@ def infer_source(source, dataset, split: dict, outputs: list[str] | None = None)
             f"dataset.target={','.join(missing)} is not a column of {source.label}; set "
             f"dataset.target to the column to predict, one of: {', '.join(map(str, sample.columns))}"
         )
-    exclude = list(dataset.exclude)
+    left_out = dict.fromkeys(dataset.exclude, "left out by dataset.exclude")
     if split["method"] == "column":
-        exclude.append(split["column"])
+        left_out[split["column"]] = "the split column (dataset.split.column)"
         if split["column"] not in sample.columns:
             raise UserError(
                 f"split column '{split['column']}' is not a column of {source.label}; "
@@ -114,14 +114,7 @@ def infer_source(source, dataset, split: dict, outputs: list[str] | None = None)
             f"dataset.exclude names {', '.join(unknown)}, which {source.label} does not have; "
             f"its columns are: {', '.join(map(str, sample.columns))}"
         )
-    decisions = infer_types(sample, target, exclude)
-    if split["method"] == "column":
-        decisions = [
-            Inferred(d.name, None, "the split column (dataset.split.column)")
-            if d.name == split["column"]
-            else d
-            for d in decisions
-        ]
+    decisions = infer_types(sample, target, left_out)
     for d in decisions:
         if d.name in target and not d.kept:
             raise UserError(f"dataset.target={d.name} cannot be predicted: {d.reason}")
@@ -133,8 +126,13 @@ def infer_source(source, dataset, split: dict, outputs: list[str] | None = None)
     return Inference(decisions, target, len(sample), source.label)
 
 
-def infer_types(sample: pd.DataFrame, target: list[str], exclude: list[str] = ()) -> list[Inferred]:
-    """One decision per column of `sample`, targets first, in column order."""
+def infer_types(
+    sample: pd.DataFrame, target: list[str], exclude: list[str] | dict[str, str] = ()
+) -> list[Inferred]:
+    """One decision per column of `sample`, targets first, in column order. `exclude`: columns
+    to leave out, or {column: the reason it is left out}."""
+    if not isinstance(exclude, dict):
+        exclude = dict.fromkeys(exclude, "left out by dataset.exclude")
     missing = [t for t in target if t not in sample.columns]
     if missing:
         from runner.errors import UserError
@@ -146,7 +144,7 @@ def infer_types(sample: pd.DataFrame, target: list[str], exclude: list[str] = ()
     decisions = []
     for name in [*target, *(c for c in sample.columns if c not in target)]:
         if name in exclude and name not in target:
-            decisions.append(Inferred(name, None, "left out by dataset.exclude"))
+            decisions.append(Inferred(name, None, exclude[name]))
             continue
         decisions.append(infer_column(sample[name], as_target=name in target))
     return decisions
@@ -179,9 +177,7 @@ def infer_column(column: pd.Series, as_target: bool = False) -> Inferred:
         return Inferred(name, "category", "two distinct values")
     if pd.api.types.is_datetime64_any_dtype(present):
         return Inferred(name, "date", "a date/time column")
-    if pd.api.types.is_bool_dtype(present):
-        return Inferred(name, "binary", "true/false values")
-    if pd.api.types.is_numeric_dtype(present):
+    if pd.api.types.is_numeric_dtype(present):  # booleans have two values: decided above
         return _numeric(name, present, distinct, len(column), as_target)
     if _is_list_column(present):
         return Inferred(name, "vector", "lists of numbers")

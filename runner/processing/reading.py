@@ -4,7 +4,6 @@ empty and unreadable files."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import pyarrow as pa
@@ -12,7 +11,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from runner.errors import UserError
-from runner.processing.source import DataSource, header_line
+from runner.processing.source import DataSource, header_line, reading_errors
 
 # Every engine reads CSV cells as strings with these missing-value markers, so
 # that values are typed by the feature transforms alone, the same way everywhere.
@@ -31,6 +30,19 @@ def csv_header(source: DataSource, fs, path: str) -> list[str]:
     return next(csv.reader(io.StringIO(first), delimiter=source.delimiter or ","), [])
 
 
+def csv_options(types: dict, delimiter: str | None, columns=None):
+    """pyarrow's parse and convert options as every CSV read here uses them: these column
+    types, CSV_NULLS as missing, `columns` only (a missing one as nulls)."""
+    convert = pacsv.ConvertOptions(
+        column_types=types,
+        null_values=CSV_NULLS,
+        strings_can_be_null=True,
+        include_columns=columns,
+        include_missing_columns=columns is not None,
+    )
+    return pacsv.ParseOptions(delimiter=delimiter or ","), convert
+
+
 def parse_csv(
     open_bytes,
     names: list[str],
@@ -47,16 +59,9 @@ def parse_csv(
     does)."""
 
     def read(types: dict) -> pa.Table:
-        convert = pacsv.ConvertOptions(
-            column_types=types,
-            null_values=CSV_NULLS,
-            strings_can_be_null=True,
-            include_columns=columns,
-            include_missing_columns=columns is not None,
-        )
+        parse, convert = csv_options(types, delimiter, columns)
         # With its header the rows name their own columns; a later byte range is given them.
         options = pacsv.ReadOptions(column_names=None if skip_header else names)
-        parse = pacsv.ParseOptions(delimiter=delimiter or ",")
         with open_bytes() as handle:
             return pacsv.read_csv(
                 handle, read_options=options, parse_options=parse, convert_options=convert
@@ -70,25 +75,6 @@ def parse_csv(
             if "conversion error" not in str(exc).lower():
                 raise
     return read(strings)
-
-
-@contextlib.contextmanager
-def reading_errors(source: DataSource, path: str):
-    """pyarrow's errors for one raw file as the user's one line (empty, unreadable)."""
-    try:
-        yield
-    except (pa.ArrowInvalid, EOFError, OSError, ValueError) as exc:
-        if isinstance(exc, FileNotFoundError | PermissionError):
-            raise
-        if "Empty CSV file" in str(exc):
-            raise UserError(
-                f"dataset {source.path} is empty; give it a header row and data rows"
-            ) from None
-        first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise UserError(
-            f"cannot read {path} as {source.format}: {first}; check the file "
-            "(or set dataset.format to what it holds)"
-        ) from None
 
 
 def read_file(source: DataSource, fs, path: str) -> pa.Table:
@@ -188,12 +174,7 @@ def _csv_head(source: DataSource, fs, path: str, rows: int) -> pa.Table | None:
     names = csv_header(source, fs, path)
     if not names:
         raise UserError(f"dataset {source.path} is empty; give it a header row and data rows")
-    convert = pacsv.ConvertOptions(
-        column_types={n: pa.string() for n in names},
-        null_values=CSV_NULLS,
-        strings_can_be_null=True,
-    )
-    parse = pacsv.ParseOptions(delimiter=source.delimiter or ",")
+    parse, convert = csv_options({n: pa.string() for n in names}, source.delimiter)
     batches, have = [], 0
     with fs.open(path, "rb", compression="infer") as handle:
         reader = pacsv.open_csv(handle, parse_options=parse, convert_options=convert)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -188,20 +189,35 @@ def _without_compression(name: str) -> str:
 def header_line(source: DataSource, fs, path: str) -> str:
     """The first line of a (possibly compressed) text file; a file that does not decompress
     or decode is the user's one line naming it and its format."""
-    import gzip
+    with reading_errors(source, path):
+        with fs.open(path, "rb", compression="infer") as handle:
+            return handle.readline().decode("utf-8-sig").rstrip("\r\n")
+
+
+@contextlib.contextmanager
+def reading_errors(source: DataSource, path: str):
+    """Errors reading one raw file (pyarrow's, a bad compression, bytes that do not decode) as
+    the user's one line naming the file and its format (empty, unreadable). A missing or
+    forbidden file keeps its own error."""
     import lzma
     import zlib
 
+    import pyarrow as pa
+
     try:
-        with fs.open(path, "rb", compression="infer") as handle:
-            return handle.readline().decode("utf-8-sig").rstrip("\r\n")
-    except (gzip.BadGzipFile, EOFError, zlib.error, lzma.LZMAError, OSError, ValueError) as exc:
+        yield
+    except (pa.ArrowInvalid, EOFError, OSError, ValueError, zlib.error, lzma.LZMAError) as exc:
         if isinstance(exc, FileNotFoundError | PermissionError):
             raise
+        if "Empty CSV file" in str(exc):
+            raise UserError(
+                f"dataset {source.path} is empty; give it a header row and data rows"
+            ) from None
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
         compression = next((c for c in COMPRESSIONS if path.lower().endswith(c)), "")
         kind = f"{compression[1:]}-compressed " if compression else ""
         raise UserError(
-            f"cannot read {path} as {kind}{source.format}: {exc}; check the file "
+            f"cannot read {path} as {kind}{source.format}: {first}; check the file "
             "(or set dataset.format to what it holds)"
         ) from None
 
