@@ -79,9 +79,14 @@ def _preprocess_and_train(run: Run):
     from runner.training.optimization import warm_up
 
     warm = None if run.trainer.distributed else warm_up()
-    pre = _preprocess(run)
-    if warm is not None:
-        warm.join()
+    try:
+        pre = _preprocess(run)
+    finally:
+        # Also when preprocessing fails: a process that exits while this thread is inside
+        # torch's import aborts in C++ ("terminate called without an active exception",
+        # exit -6) instead of leaving with its one error line and exit 2.
+        if warm is not None:
+            warm.join()
     return pre, _train(run, pre)
 
 
