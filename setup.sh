@@ -74,7 +74,8 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # with cloudpickle 3, so it goes in without its pins (docs/stack.md). The same for
 # hydra-optuna-sweeper, which pins optuna<3 where Ray Tune's OptunaSearch needs >= 3; it
 # runs on optuna 3.6 (tests/test_sweeps.py).
-"${pip[@]}" --no-deps hydra-ray-launcher==1.2.2 hydra-optuna-sweeper==1.3.0
+# The full mlflow (server, UI) pins pyarrow<26; its other requirements are in pyproject.toml.
+"${pip[@]}" --no-deps hydra-ray-launcher==1.2.2 hydra-optuna-sweeper==1.3.0 mlflow==3.17.2
 ensure_mpi
 install_horovod
 echo "$want" > "$stamp"

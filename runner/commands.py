@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -73,7 +75,55 @@ def command_preprocess(run: Run) -> dict:
     return {}
 
 
-def _preprocess_and_train(run: Run):
+@contextmanager
+def _tracked(run: Run) -> Iterator:
+    """logger=mlflow: the run in MLflow (opened by the main process only), FAILED when the
+    command raises; None otherwise."""
+    settings = run.settings.logger.mlflow
+    if settings is None or not run.backend.is_main:
+        yield None
+        return
+    from runner.tracking.mlflow_run import MlflowRun, SweepTrial
+    from runner.training.reporting import stopped_by_scheduler
+
+    config = OmegaConf.to_container(run.cfg, resolve=True)
+    trial = SweepTrial.current()
+    tracker = MlflowRun.start(settings, run.run_dir, config, _run_tags(run), trial)
+    try:
+        yield tracker
+    except BaseException:
+        if trial is not None:
+            tracker.set_tags({"runner.trial_status": "failed"})
+        tracker.finish(failed=True)
+        raise
+    if trial is not None:
+        status = "pruned" if stopped_by_scheduler() else "completed"
+        tracker.set_tags({"runner.trial_status": status})
+    tracker.finish()
+
+
+def _run_tags(run: Run) -> dict[str, str]:
+    """What the run picked and where it ran: the components (`auto` resolved), the cluster."""
+    tags = {
+        "runner.command": run.settings.command,
+        "runner.backend": run.backend.name,
+        "runner.processor": run.processor.name,
+        "runner.loader": run.loader.name,
+        "runner.trainer": run.trainer.name,
+        "runner.dataset": run.source.label,
+    }
+    if run.backend.offers_ray:
+        import ray
+
+        if ray.is_initialized():
+            resources = ray.cluster_resources()
+            tags["cluster.nodes"] = str(len([n for n in ray.nodes() if n.get("Alive")]))
+            tags["cluster.cpus"] = f"{resources.get('CPU', 0):g}"
+            tags["cluster.gpus"] = f"{resources.get('GPU', 0):g}"
+    return tags
+
+
+def _preprocess_and_train(run: Run, tracker=None):
     """Preprocesses, then trains; training in this process has its imports warmed meanwhile
     (a Horovod worker warms its own during its rendezvous)."""
     from runner.training.optimization import warm_up
@@ -87,15 +137,15 @@ def _preprocess_and_train(run: Run):
         # exit -6) instead of leaving with its one error line and exit 2.
         if warm is not None:
             warm.join()
-    return pre, _train(run, pre)
+    return pre, _train(run, pre, tracker)
 
 
-def _train(run: Run, pre: Preprocessed):
+def _train(run: Run, pre: Preprocessed, tracker=None):
     from runner.model.layout import Layout
     from runner.training.job import TrainingJob
 
     def make_job(world_size: int) -> TrainingJob:
-        return TrainingJob.create(
+        job = TrainingJob.create(
             pre.entry,
             pre.meta,
             run.settings.model,
@@ -104,6 +154,8 @@ def _train(run: Run, pre: Preprocessed):
             str(run.run_dir),
             world_size,
         )
+        job.tracking = tracker.epochs() if tracker is not None else None
+        return job
 
     result = run.trainer.fit(make_job, run.backend)
     layout = Layout.from_meta(pre.meta, run.settings.model)
@@ -173,17 +225,24 @@ def _training_report(result, pre: Preprocessed) -> dict:
 
 
 def command_train(run: Run) -> dict:
-    pre, (result, layout) = _preprocess_and_train(run)
-    if not run.backend.is_main:
-        return {}
-    metrics = _best_metrics(result)
-    check = _baseline_check(result, layout, metrics)
-    _finish(run, metrics, {"training": _training_report(result, pre), "baseline_check": check})
+    with _tracked(run) as tracker:
+        pre, (result, layout) = _preprocess_and_train(run, tracker)
+        if not run.backend.is_main:
+            return {}
+        metrics = _best_metrics(result)
+        check = _baseline_check(result, layout, metrics)
+        report = {"training": _training_report(result, pre), "baseline_check": check}
+        _finish(run, metrics, report, tracker)
     return metrics
 
 
 def command_experiment(run: Run) -> dict:
-    pre, (result, layout) = _preprocess_and_train(run)
+    with _tracked(run) as tracker:
+        return _experiment(run, tracker)
+
+
+def _experiment(run: Run, tracker) -> dict:
+    pre, (result, layout) = _preprocess_and_train(run, tracker)
     metrics = _best_metrics(result) if run.backend.is_main else {}
     check = _baseline_check(result, layout, metrics) if run.backend.is_main else {}
     if pre.meta["rows"]["test"]:
@@ -205,7 +264,8 @@ def command_experiment(run: Run) -> dict:
         return {}
     else:
         log.warning("the test split is empty; no test metrics or predictions")
-    _finish(run, metrics, {"training": _training_report(result, pre), "baseline_check": check})
+    report = {"training": _training_report(result, pre), "baseline_check": check}
+    _finish(run, metrics, report, tracker)
     return metrics
 
 
@@ -280,15 +340,16 @@ def command_predict(run: Run) -> dict:
 def command_evaluate(run: Run) -> dict:
     from runner.scoring.batch import ScoringTask
 
-    _, outcome = _score_raw(run, ScoringTask(labelled=True, write_predictions=False))
-    if not run.backend.is_main:
-        return {}
-    if not outcome.rows:
-        raise UserError(
-            f"{run.source.label} has no rows with a known target; evaluate needs labelled rows"
-        )
-    metrics = {"evaluation": outcome.metrics}
-    _finish(run, metrics, {"rows": outcome.rows, "dataset": run.source.label})
+    with _tracked(run) as tracker:
+        _, outcome = _score_raw(run, ScoringTask(labelled=True, write_predictions=False))
+        if not run.backend.is_main:
+            return {}
+        if not outcome.rows:
+            raise UserError(
+                f"{run.source.label} has no rows with a known target; evaluate needs labelled rows"
+            )
+        metrics = {"evaluation": outcome.metrics}
+        _finish(run, metrics, {"rows": outcome.rows, "dataset": run.source.label}, tracker)
     return metrics
 
 
@@ -312,7 +373,18 @@ def command_export(run: Run) -> dict:
     return {}
 
 
-def _finish(run: Run, metrics: dict, extra: dict) -> None:
+# What a tracked run sends to MLflow besides its metrics (those that exist).
+TRACKED_ARTIFACTS = [
+    "metrics.json",
+    "learning_curves.png",
+    "plots",
+    "report.html",
+    "model.yaml",
+    "model",
+]
+
+
+def _finish(run: Run, metrics: dict, extra: dict, tracker=None) -> None:
     outputs.write_json(run.run_dir / "metrics.json", {**metrics, **extra})
     warnings = [f"warning: {line}" for line in _baseline_warnings(extra.get("baseline_check", {}))]
     locations = {"metrics": str(run.run_dir / "metrics.json")}
@@ -326,7 +398,23 @@ def _finish(run: Run, metrics: dict, extra: dict) -> None:
     ):
         if (run.run_dir / name).exists():
             locations[label] = str(run.run_dir / name)
+    if tracker is not None:
+        _track_results(run, tracker, metrics, extra)
+        locations["mlflow"] = tracker.ui_hint()
     print(outputs.format_summary(metrics, locations, warnings))
+
+
+def _track_results(run: Run, tracker, metrics: dict, extra: dict) -> None:
+    """Metrics, the training report's figures, artifacts and the pyfunc model into MLflow."""
+    training = {k: v for k, v in extra.get("training", {}).items() if k != "resumed_at_epoch"}
+    # The epochs' own train/ and validation/ series are logged as they run; the best epoch's
+    # values go under best/ (MLflow's table shows a series' last step, not its best).
+    final = {(f"best/{k}" if k in ("train", "validation") else k): v for k, v in metrics.items()}
+    tracker.log_metrics({**final, "training": training})
+    tracker.log_artifacts(run.run_dir, TRACKED_ARTIFACTS)
+    model_dir = run.run_dir / "model"
+    if run.settings.logger.mlflow.log_model and model_dir.is_dir():
+        tracker.log_model(model_dir)
 
 
 def command_init(run: Run) -> dict:

@@ -539,6 +539,34 @@ class ExportConfig:
 
 
 @dataclass
+class MlflowConfig:
+    """logger=mlflow: each run (and each sweep, with a child run per trial) in MLflow."""
+
+    # null: MLFLOW_TRACKING_URI when set, else a SQLite store in Hydra's output root
+    # (outputs/mlflow.db; `mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db` shows it).
+    # A server (http://host:5000) when training workers run on other machines.
+    tracking_uri: str | None = None
+    experiment_name: str = "tabular-runner"
+    run_name: str | None = None  # null: the run dir's name (a sweep's trial: its number)
+    tags: dict[str, str] = field(default_factory=dict)
+    log_model: bool = True  # the model as an mlflow.pyfunc model, with the run's artifacts
+    # Set by the sweep launchers: the sweep's parent run (each trial is a child of it).
+    parent_run_id: str | None = None
+
+    def __post_init__(self):
+        _require(bool(self.experiment_name), "logger.mlflow.experiment_name", "not empty", "")
+        self.tags = {str(k): str(v) for k, v in self.tags.items()}
+
+
+@dataclass
+class LoggerConfig:
+    """Where a run's metrics go besides metrics.json: TensorBoard always (<run>/tensorboard),
+    MLflow with logger=mlflow."""
+
+    mlflow: MlflowConfig | None = None
+
+
+@dataclass
 class RunConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -560,6 +588,7 @@ class RunConfig:
     serve: ServeConfig = field(default_factory=ServeConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
     init: InitConfig = field(default_factory=InitConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
 
     def __post_init__(self):
         _one_of(self.command, COMMANDS, "command")
@@ -623,3 +652,4 @@ def register_configs() -> None:
     cs.store(group="loader", name="auto_schema", node=AutoLoaderConfig)
     cs.store(group="dataset", name="dataset_schema", node=DatasetConfig)
     cs.store(group="model", name="model_schema", node=ModelConfig)
+    cs.store(group="logger", name="logger_schema", node=LoggerConfig)

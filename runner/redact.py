@@ -11,6 +11,8 @@ import yaml
 MASK = "***"
 _SECRET_KEYS = re.compile(r"(secret|token|password|key|credential)", re.IGNORECASE)
 _SECRET_ASSIGNMENT = re.compile(r"(cache_credentials|[\w.]*storage_options[\w.]*)=")
+# user:password@ (or a token@) in a URI: http://user:pw@mlflow:5000, s3://key:secret@bucket
+_URI_USERINFO = re.compile(r"(\b[a-zA-Z][\w+.-]*://)[^/@\s]+@")
 
 
 def redact(value, under_secret: bool = False):
@@ -31,8 +33,13 @@ def redact(value, under_secret: bool = False):
     if isinstance(value, list):
         return [redact(v, under_secret) for v in value]
     if isinstance(value, str):
-        return _scrub_overrides(value)
+        return redact_uri(_scrub_overrides(value))
     return value
+
+
+def redact_uri(text: str) -> str:
+    """The credentials of every URI in the text masked: scheme://***@host/..."""
+    return _URI_USERINFO.sub(rf"\1{MASK}@", text)
 
 
 def _scrub_overrides(text: str) -> str:

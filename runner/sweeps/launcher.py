@@ -21,6 +21,7 @@ from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf
 
 from runner import runtime
+from runner.sweeps.tracking import tracked_sweep
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,10 @@ class LocalTrialLauncherBase(Launcher):
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
-        returns = self.basic.launch(job_overrides, initial_job_idx)
-        _report(self.config, returns, job_overrides, initial_job_idx, [None] * len(returns))
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        with tracked_sweep(self.config, sweep_dir, "basic launcher"):
+            returns = self.basic.launch(job_overrides, initial_job_idx)
+            _report(self.config, returns, job_overrides, initial_job_idx, [None] * len(returns))
         return returns
 
 
@@ -103,9 +106,8 @@ class RayTrialLauncherBase(Launcher):
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         import ray
-        from hydra.core.singleton import Singleton
-        from hydra.core.utils import configure_log, filter_overrides, setup_globals
-        from hydra_plugins.hydra_ray_launcher._launcher_util import launch_job_on_ray, start_ray
+        from hydra.core.utils import configure_log, setup_globals
+        from hydra_plugins.hydra_ray_launcher._launcher_util import start_ray
         from omegaconf import open_dict
 
         setup_globals()
@@ -124,7 +126,6 @@ class RayTrialLauncherBase(Launcher):
                 # Before Ray's own exit hook (hooks run last-registered first): the sweep's
                 # Ray stops without waiting on its autoscaler monitor or Ray's exit sleep.
                 atexit.register(runtime.shutdown, ray)
-        remote = self.ray_cfg.remote
         configs = []
         for i, overrides in enumerate(job_overrides):
             sweep_config = self.hydra_context.config_loader.load_sweep_config(
@@ -141,6 +142,17 @@ class RayTrialLauncherBase(Launcher):
             cap,
             sweep_dir,
         )
+        with tracked_sweep(self.config, sweep_dir, "ray launcher"):
+            returns = self._run(configs, job_overrides, initial_job_idx, cap)
+        return returns
+
+    def _run(self, configs, job_overrides, initial_job_idx: int, cap: int) -> list[JobReturn]:
+        import ray
+        from hydra.core.singleton import Singleton
+        from hydra.core.utils import filter_overrides
+        from hydra_plugins.hydra_ray_launcher._launcher_util import launch_job_on_ray
+
+        remote = self.ray_cfg.remote
         returns: list[JobReturn | None] = [None] * len(configs)
         seconds: list[float | None] = [None] * len(configs)
         started: dict = {}

@@ -321,9 +321,12 @@ class TuneSweeperBase(Sweeper):
                 ),
                 run_config=run_config,
             )
-        results = tuner.fit()
-        log.info("Tune sweep: %d trials in %.1fs", len(results), time.perf_counter() - started)
-        return _report(self.config, sweep_dir, results, space, objective, maximize, board)
+        from runner.sweeps.tracking import tracked_sweep
+
+        with tracked_sweep(self.config, sweep_dir, "tune sweeper"):
+            results = tuner.fit()
+            log.info("Tune sweep: %d trials in %.1fs", len(results), time.perf_counter() - started)
+            return _report(self.config, sweep_dir, results, space, objective, maximize, board)
 
 
 def _trial_dirname(trial) -> str:

@@ -236,6 +236,8 @@ class _Epochs:
                 if self.writer is None:
                     self.writer = _tensorboard(run_dir)
                 _log_epoch(self.writer, record)
+                if self.job.tracking is not None:
+                    self.job.tracking.log_epoch(record)
                 if improved:
                     self.best_state = {
                         "epoch": epoch + 1,

@@ -1,0 +1,1 @@
+"""Experiment tracking: MLflow runs for runs and sweeps (logger=mlflow)."""

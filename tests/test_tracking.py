@@ -1,0 +1,210 @@
+"""logger=mlflow against a real MLflow tracking server (`mlflow server`, SQLite backend, its
+own process on a free port) and against the embedded SQLite default: a run's params,
+per-epoch metrics, tags, artifacts and pyfunc model; a sweep's parent and child runs."""
+
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import free_port, run_cli
+from mlflow.tracking import MlflowClient
+
+from runner.processing.synthetic import make_synthetic
+from runner.redact import redact_uri
+from runner.scoring.predictor import Predictor
+from runner.tracking.mlflow_run import flatten
+
+SECRET = "s3cr3t-pw"
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """A tracking server as a team runs one: its own process, SQLite store, served artifacts."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = free_port()
+    mlflow_cli = Path(sys.executable).parent / "mlflow"
+    server = subprocess.Popen(
+        [
+            str(mlflow_cli),
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{root / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(root / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=open(root / "server.log", "w"),
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    break
+        except OSError:
+            pass
+        if server.poll() is not None or time.time() > deadline:
+            server.kill()
+            pytest.fail(
+                f"mlflow server did not start:\n{(root / 'server.log').read_text()[-3000:]}"
+            )
+        time.sleep(0.5)
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def small_run(tmp_path, *overrides, cwd=None, flags=()):
+    return run_cli(
+        *flags,
+        "logger=mlflow",
+        "backend=local",
+        "dataset.synthetic_rows=2000",
+        "trainer.epochs=3",
+        "trainer.progress_bar=false",
+        f"cache_dir={tmp_path / 'cache'}",
+        *overrides,
+        cwd=cwd,
+    )
+
+
+def only_run(client: MlflowClient, experiment: str = "tabular-runner", filter_string: str = ""):
+    found = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([found.experiment_id], filter_string)
+    assert len(runs) == 1, [r.info.run_name for r in runs]
+    return runs[0]
+
+
+def test_a_run_logs_params_epochs_artifacts_and_a_pyfunc_model(tmp_path, mlflow_server):
+    run_dir = tmp_path / "run"
+    # Credentials in the tracking URI reach the server but never a param, a tag or the output.
+    with_password = mlflow_server.replace("http://", f"http://alice:{SECRET}@")
+    result = small_run(
+        tmp_path,
+        f"logger.mlflow.tracking_uri={with_password}",
+        "logger.mlflow.experiment_name=server-test",
+        "+logger.mlflow.tags={team: tabular}",
+        f"hydra.run.dir={run_dir}",
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert SECRET not in result.stdout + result.stderr
+    assert SECRET not in (run_dir / "run.log").read_text()
+    client = MlflowClient(mlflow_server)
+    run = only_run(client, "server-test")
+    assert run.info.status == "FINISHED" and run.info.run_name == "run"
+    params, tags = run.data.params, run.data.tags
+    assert params["trainer.epochs"] == "3" and params["dataset.synthetic_rows"] == "2000"
+    assert params["logger.mlflow.tracking_uri"] == redact_uri(with_password)
+    assert not any(SECRET in v for v in [*params.values(), *tags.values()])
+    # The components auto picked and where it ran, and the user's own tags.
+    assert tags["runner.backend"] == "local" and tags["runner.processor"] == "pandas"
+    assert tags["runner.trainer"] == "local" and tags["team"] == "tabular"
+    assert tags["mlflow.source.git.commit"]  # the tests run in the repository's checkout
+    # Every epoch's train and validation metrics, with their step; the best and test values.
+    history = client.get_metric_history(run.info.run_id, "validation/loss")
+    assert [m.step for m in history] == [1, 2, 3]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "train/label/roc_auc")] == [
+        1,
+        2,
+        3,
+    ]
+    metrics = run.data.metrics
+    written = pd.read_json(run_dir / "metrics.json", typ="series")
+    assert metrics["test/label/roc_auc"] == pytest.approx(written["test"]["label/roc_auc"])
+    assert metrics["best/validation/loss"] == pytest.approx(min(m.value for m in history))
+    assert metrics["training/epochs_run"] == 3
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"metrics.json", "learning_curves.png", "model", "pyfunc"} <= artifacts
+    assert "mlflow" in result.stdout and run.info.run_id in result.stdout
+    # The pyfunc model answers what the Predictor answers.
+    local = client.download_artifacts(run.info.run_id, "pyfunc", str(tmp_path))
+    pyfunc = mlflow.pyfunc.load_model(local)
+    frame = make_synthetic(300, seed=5)
+    ours = Predictor.load(run_dir / "model").predict(frame)
+    theirs = pyfunc.predict(frame)
+    assert list(theirs.columns) == list(ours.columns)
+    assert (theirs["label_prediction"] == ours["label_prediction"]).all()
+    np.testing.assert_allclose(theirs["label_probability"], ours["label_probability"], atol=1e-6)
+
+
+def test_a_three_trial_sweep_is_a_parent_with_three_children(tmp_path, mlflow_server):
+    sweep_dir = tmp_path / "sweep"
+    result = small_run(
+        tmp_path,
+        f"logger.mlflow.tracking_uri={mlflow_server}",
+        "logger.mlflow.experiment_name=sweep-test",
+        "trainer.learning_rate=0.001,0.003,0.01",
+        "sweep.objective=val/roc_auc",
+        f"hydra.sweep.dir={sweep_dir}",
+        flags=["--multirun"],
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    client = MlflowClient(mlflow_server)
+    experiment = client.get_experiment_by_name("sweep-test").experiment_id
+    runs = client.search_runs([experiment])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 3
+    parent = parents[0]
+    assert parent.info.status == "FINISHED"
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    assert sorted(c.data.params["trainer.learning_rate"] for c in children) == [
+        "0.001",
+        "0.003",
+        "0.01",
+    ]
+    assert {c.data.tags["runner.trial_status"] for c in children} == {"completed"}
+    assert sorted(c.info.run_name for c in children) == ["trial 0", "trial 1", "trial 2"]
+    assert all("trainer.learning_rate=" in c.data.tags["runner.overrides"] for c in children)
+    report = pd.read_csv(sweep_dir / "sweep_report.csv")
+    assert parent.data.metrics["sweep/best/val/roc_auc"] == pytest.approx(report["objective"].max())
+    assert parent.data.metrics["sweep/trials_completed"] == 3
+    assert "sweep_report.md" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+
+
+@pytest.mark.slow
+def test_the_embedded_sqlite_default_needs_no_server(tmp_path):
+    """No tracking URI and no server: outputs/mlflow.db in Hydra's output root, and the
+    summary says how to look at it."""
+    result = small_run(
+        tmp_path,
+        "hydra.run.dir=outputs/first",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    database = tmp_path / "outputs" / "mlflow.db"
+    assert database.exists()
+    assert f"mlflow ui --backend-store-uri sqlite:///{database}" in result.stdout
+    client = MlflowClient(f"sqlite:///{database}")
+    run = only_run(client)
+    assert run.info.status == "FINISHED"
+    assert len(client.get_metric_history(run.info.run_id, "validation/loss")) == 3
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"metrics.json", "model", "pyfunc"} <= artifacts
+    assert (tmp_path / "outputs" / "mlartifacts").is_dir()  # beside the database, not in cwd/mlruns
+    assert not (tmp_path / "mlruns").exists()
+
+
+def test_flatten_keeps_every_leaf_and_lists_as_json():
+    flat = flatten({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": None, "f": {}})
+    assert flat == {"a.b": "1", "a.c.d": "[1, 2]", "e": "None", "f": "{}"}
+
+
+def test_uri_credentials_are_masked():
+    assert redact_uri("http://u:pw@host:5000/x and s3://key@bucket/y") == (
+        "http://***@host:5000/x and s3://***@bucket/y"
+    )
+    assert redact_uri("sqlite:////tmp/outputs/mlflow.db") == "sqlite:////tmp/outputs/mlflow.db"
