@@ -260,11 +260,16 @@ def _experiment(run: Run, tracker) -> dict:
             return {}
         metrics["test"] = test.metrics
         metrics["baseline"] = _majority_baseline(predictor, pre.meta, test.stats)
+        _evaluation_plots(run, predictor, test.stats, "test")
+        importance = _importance(run, predictor, pre.split_path("test"))
     elif not run.backend.is_main:
         return {}
     else:
         log.warning("the test split is empty; no test metrics or predictions")
+        importance = None
     report = {"training": _training_report(result, pre), "baseline_check": check}
+    if importance:
+        report["importance"] = importance
     _finish(run, metrics, report, tracker)
     return metrics
 
@@ -341,7 +346,7 @@ def command_evaluate(run: Run) -> dict:
     from runner.scoring.batch import ScoringTask
 
     with _tracked(run) as tracker:
-        _, outcome = _score_raw(run, ScoringTask(labelled=True, write_predictions=False))
+        predictor, outcome = _score_raw(run, ScoringTask(labelled=True, write_predictions=False))
         if not run.backend.is_main:
             return {}
         if not outcome.rows:
@@ -349,6 +354,7 @@ def command_evaluate(run: Run) -> dict:
                 f"{run.source.label} has no rows with a known target; evaluate needs labelled rows"
             )
         metrics = {"evaluation": outcome.metrics}
+        _evaluation_plots(run, predictor, outcome.stats, "evaluation")
         _finish(run, metrics, {"rows": outcome.rows, "dataset": run.source.label}, tracker)
     return metrics
 
@@ -384,11 +390,64 @@ TRACKED_ARTIFACTS = [
 ]
 
 
+def _evaluation_plots(run: Run, predictor, stats: list[dict], split: str) -> None:
+    """<run>/plots/<split>_<output>.png from the statistics the split's metrics came from."""
+    if not run.settings.report.plots or not stats:
+        return
+    from runner.reports.evaluation import plot_outputs
+    from runner.scoring.decoding import merge_metrics
+
+    merged = merge_metrics(predictor.layout, stats)
+    plot_outputs(predictor.layout, merged, split, run.run_dir / "plots")
+
+
+def _importance(run: Run, predictor, split) -> dict | None:
+    """Permutation importance on a sample of the test split (metrics.json and a chart)."""
+    settings = run.settings.report
+    if not settings.importance_rows:
+        return None
+    from runner.reports.importance import permutation_importance, plot_importance
+
+    started = time.perf_counter()
+    importance = permutation_importance(
+        predictor,
+        split.read_table(),
+        settings.importance_rows,
+        settings.importance_repeats,
+        run.settings.seed,
+    )
+    log.info(
+        "permutation importance: %d inputs on %d test rows in %.1fs",
+        len(importance["features"]),
+        importance["rows"],
+        time.perf_counter() - started,
+    )
+    if settings.plots:
+        plot_importance(importance, run.run_dir / "plots" / "importance.png")
+    return importance
+
+
+def _write_report(run: Run, report: dict, warnings: list[str]) -> None:
+    from runner.redact import redact
+    from runner.reports.html import run_report
+
+    components = {k.removeprefix("runner."): v for k, v in _run_tags(run).items()}
+    config = OmegaConf.to_yaml(
+        OmegaConf.create(redact(OmegaConf.to_container(run.cfg, resolve=True)))
+    )
+    plots = sorted((run.run_dir / "plots").glob("*.png"))
+    plots = [p for p in plots if p.name != "importance.png"]
+    run_report(run.run_dir, report, components, config, plots, warnings)
+
+
 def _finish(run: Run, metrics: dict, extra: dict, tracker=None) -> None:
     outputs.write_json(run.run_dir / "metrics.json", {**metrics, **extra})
     warnings = [f"warning: {line}" for line in _baseline_warnings(extra.get("baseline_check", {}))]
+    _write_report(run, {**metrics, **extra}, warnings)
     locations = {"metrics": str(run.run_dir / "metrics.json")}
     for name, label in (
+        ("report.html", "report"),
+        ("plots", "plots"),
         ("model", "model"),
         ("predictions.parquet", "predictions"),
         ("predictions", "predictions"),

@@ -539,6 +539,27 @@ class ExportConfig:
 
 
 @dataclass
+class ReportConfig:
+    """What experiment and evaluate draw: evaluation plots per output (<run>/plots/), the
+    test split's permutation feature importance, and <run>/report.html."""
+
+    plots: bool = True
+    importance_rows: int = 10000  # test rows shuffled per input; 0: no importance
+    importance_repeats: int = 3
+
+    def __post_init__(self):
+        _require(
+            self.importance_rows >= 0, "report.importance_rows", "0 or more", self.importance_rows
+        )
+        _require(
+            self.importance_repeats >= 1,
+            "report.importance_repeats",
+            "at least 1",
+            self.importance_repeats,
+        )
+
+
+@dataclass
 class MlflowConfig:
     """logger=mlflow: each run (and each sweep, with a child run per trial) in MLflow."""
 
@@ -589,6 +610,7 @@ class RunConfig:
     export: ExportConfig = field(default_factory=ExportConfig)
     init: InitConfig = field(default_factory=InitConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
 
     def __post_init__(self):
         _one_of(self.command, COMMANDS, "command")

@@ -129,7 +129,19 @@ def partial(
         "absolute_error": float(np.sum(np.abs(error))),
         "target_mean": mean,
         "target_m2": float(np.sum((y - mean) ** 2)),
+        # (prediction, truth) of evenly spaced rows, in raw units: the evaluation plots
+        "pairs": _spread(np.stack([z, y]).astype(np.float32), PAIRS_KEPT),
     }
+
+
+PAIRS_KEPT = 5000  # (prediction, truth) pairs a number output's statistics keep
+
+
+def _spread(pairs: np.ndarray, most: int) -> np.ndarray:
+    """At most `most` columns of a [2, rows] array, evenly spaced (all when fewer)."""
+    if pairs.shape[1] <= most:
+        return pairs
+    return pairs[:, np.linspace(0, pairs.shape[1] - 1, most).astype(np.int64)]
 
 
 def merge(kind: str, parts: list[dict]) -> dict:
@@ -156,6 +168,10 @@ def merge(kind: str, parts: list[dict]) -> dict:
         merged["target_m2"] = sum(
             p["target_m2"] + p["n"] * (p["target_mean"] - mean) ** 2 for p in parts
         )
+        if all("pairs" in p for p in parts):
+            merged["pairs"] = _spread(
+                np.concatenate([p["pairs"] for p in parts], axis=1), PAIRS_KEPT
+            )
     return merged
 
 

@@ -65,6 +65,14 @@ class Predictor:
     def _scored(
         self, frame: pd.DataFrame, with_targets: bool, first_row: int, row_ids=None
     ) -> Scored:
+        return self.score_processed(
+            self.processed(frame, with_targets, first_row, row_ids), with_targets
+        )
+
+    def processed(
+        self, frame: pd.DataFrame, with_targets: bool, first_row: int = 0, row_ids=None
+    ) -> pa.Table:
+        """Raw rows through the saved feature transforms: the columns a cache split holds."""
         chosen = self.features.all if with_targets else self.features.inputs
         missing = [f.name for f in chosen if f.name not in frame.columns]
         if missing:
@@ -75,8 +83,7 @@ class Predictor:
         if row_ids is None:
             row_ids = np.arange(first_row, first_row + len(frame), dtype=np.int64)
         processed, keep = transform_frame(frame.reset_index(drop=True), row_ids, chosen, self.stats)
-        table = pa.Table.from_pandas(processed[keep].reset_index(drop=True), preserve_index=False)
-        return self.score_processed(table, with_targets)
+        return pa.Table.from_pandas(processed[keep].reset_index(drop=True), preserve_index=False)
 
     def score_processed(self, table: pa.Table, with_targets: bool) -> Scored:
         """Logits (and targets) of rows already through the feature transforms (a cache split)."""

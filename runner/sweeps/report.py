@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from runner.reports.html import sweep_report
 from runner.sweeps.objective import sort_key
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ def write_report(sweep_dir: Path, jobs: list[dict], objective: str, maximize: bo
     (sweep_dir / "sweep_report.md").write_text(markdown)
     _plot(table, objective, sweep_dir / "sweep_report.png")
     _hparams(table, objective, sweep_dir / "tensorboard")
+    sweep_report(sweep_dir, table, objective, maximize)
     print("\n" + markdown)
     return table
 

@@ -553,6 +553,7 @@ def _place_data_tasks(outside_the_group: bool) -> None:
 def _report(
     config, sweep_dir: Path, results, space: SearchSpace, objective: str, maximize: bool, board
 ):
+    from runner.reports.html import sweep_report
     from runner.sweeps.report import record_jobs, write_report
 
     jobs, curves = [], {}
@@ -576,6 +577,8 @@ def _report(
         )
     table = write_report(sweep_dir, record_jobs(sweep_dir, jobs), objective, maximize)
     _plot_epochs(curves, table, scheduled_metric(objective), sweep_dir / "sweep_epochs.png")
+    if len(table):  # again, with the epochs' chart
+        sweep_report(sweep_dir, table, objective, maximize)
     return table
 
 

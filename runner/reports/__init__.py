@@ -1,0 +1,1 @@
+"""What a run shows people: evaluation plots, feature importance, report.html."""

@@ -1,0 +1,91 @@
+"""Permutation feature importance: how much the main metric of the first output falls when
+one input's values are shuffled across rows (Breiman, 2001), on a sample of a labelled split,
+scored through the Predictor's own scoring (score_processed, as every scoring path scores).
+
+A feature's processed columns (x, x.missing, a date's parts) are shuffled together with one
+permutation, which is the same as shuffling its raw column: the transforms work row by row.
+The sample is scored in this process: at the default 10,000 rows, Ray's actor pool would
+spend more on its start than on the scoring (predict.pool_min_rows is 1,000,000)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from runner.reports.evaluation import save_figure
+from runner.scoring.metrics import METRICS, higher_is_better
+
+
+def feature_columns(columns: list[str], features: list[str]) -> dict[str, list[str]]:
+    """Each input's processed columns: its name, and `<name>.<part>` unless a longer input
+    name claims the column."""
+    owned: dict[str, list[str]] = {f: [] for f in features}
+    by_length = sorted(features, key=len, reverse=True)
+    for column in columns:
+        for feature in by_length:
+            if column == feature or column.startswith(feature + "."):
+                owned[feature].append(column)
+                break
+    return {f: c for f, c in owned.items() if c}
+
+
+def permutation_importance(
+    predictor, table: pa.Table, rows: int = 10000, repeats: int = 3, seed: int = 0
+) -> dict:
+    rng = np.random.default_rng(seed)
+    if table.num_rows > rows:
+        table = table.take(np.sort(rng.choice(table.num_rows, rows, replace=False)))
+    spec = predictor.layout.outputs[0]
+    metric = f"{spec.name}/{METRICS[spec.type][0]}"
+    sign = 1.0 if higher_is_better(metric) else -1.0
+
+    def score(t: pa.Table) -> float:
+        return float(predictor.metrics(predictor.score_processed(t, True))[metric])
+
+    base = score(table)
+    features = {}
+    for name, columns in feature_columns(table.column_names, predictor.input_names).items():
+        drops = []
+        for _ in range(repeats):
+            order = rng.permutation(table.num_rows)
+            shuffled = table
+            for column in columns:
+                index = shuffled.schema.get_field_index(column)
+                shuffled = shuffled.set_column(index, column, table.column(column).take(order))
+            drops.append(sign * (base - score(shuffled)))
+        features[name] = {"mean": float(np.mean(drops)), "std": float(np.std(drops))}
+    # A list, most important first (metrics.json sorts the keys of a mapping).
+    ranked = [{"input": k, **v} for k, v in sorted(features.items(), key=lambda kv: -kv[1]["mean"])]
+    return {
+        "metric": metric,
+        "value": base,
+        "rows": table.num_rows,
+        "repeats": repeats,
+        "features": ranked,
+    }
+
+
+def plot_importance(importance: dict, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    features = importance["features"][:40]
+    names = [f["input"] for f in features]
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.3 * len(names) + 1)))
+    ax.barh(
+        range(len(names)),
+        [f["mean"] for f in features],
+        xerr=[f["std"] for f in features],
+        color="tab:blue",
+    )
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()
+    ax.axvline(0, color="grey", linewidth=0.8)
+    ax.set(
+        xlabel=f"fall in {importance['metric']} when shuffled",
+        title=f"permutation importance ({importance['rows']} rows, {importance['repeats']} repeats)",
+    )
+    fig.tight_layout()
+    save_figure(fig, path)
