@@ -606,3 +606,25 @@ def test_piecewise_linear_encoder_bins_extend_and_pass_through():
         [[-1.0, 0.0, 0.5, 0.0], [0.5, 0.0, 2.0, 0.0], [1.0, 0.5, -1.0, 0.0], [1.0, 2.0, 0.5, 0.0]],
     )
     np.testing.assert_allclose(encoder(x)[:, :3].numpy(), x.numpy())  # values kept beside
+
+
+def test_bin_edges_spend_no_bins_on_a_value_that_holds_most_rows():
+    """A capital gain (92 % zeros) gets its 32 bins over the values that vary, not 3; a column
+    of few distinct values an edge at each; a continuous column plain quantiles."""
+    from runner.processing.features import BIN_EDGES, _bin_edges
+
+    rng = np.random.default_rng(0)
+    gains = np.where(rng.random(20000) < 0.92, 0.0, rng.lognormal(8, 1, 20000))
+    plain = np.unique(np.quantile(gains, np.linspace(0, 1, BIN_EDGES)))
+    edges = _bin_edges(gains, BIN_EDGES)
+    assert len(plain) <= 4 and len(edges) == BIN_EDGES
+    assert edges[0] == 0.0 and edges[-1] == gains.max() and np.all(np.diff(edges) > 0)
+    positive = gains[gains > 0]  # the rest spread over the non-zero values' quantiles
+    shares = np.histogram(positive, edges[1:])[0] / len(positive)
+    assert shares.max() < 3.0 / (BIN_EDGES - 2)
+    levels = rng.integers(1, 17, 5000).astype(float)  # education years: 16 values
+    np.testing.assert_array_equal(_bin_edges(levels, BIN_EDGES), np.arange(1, 17))
+    normal = rng.normal(size=20000)
+    np.testing.assert_array_equal(
+        _bin_edges(normal, BIN_EDGES), np.quantile(normal, np.linspace(0, 1, BIN_EDGES))
+    )

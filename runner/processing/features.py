@@ -224,7 +224,7 @@ class NumberFeature(Feature):
         elif mode in ("auto", "robust"):
             stats.update(self._decide(sample, stats["min"], mode))
         if self.role == "input":
-            edges = np.quantile(sample, np.linspace(0.0, 1.0, BIN_EDGES))
+            edges = _bin_edges(sample, BIN_EDGES)
             stats["bin_edges"] = np.unique(self.normalize(edges, stats)).tolist()
             # Missing in training: a flag column beside the filled value, so that the model can
             # tell "missing" from the fill value (trees send missing values their own way).
@@ -364,6 +364,26 @@ def _merged_sample(partials: list[dict]) -> np.ndarray:
     hashes = np.concatenate([np.asarray(p["sample"][0], dtype=np.float64) for p in partials])
     values = np.concatenate([np.asarray(p["sample"][1], dtype=np.float64) for p in partials])
     return values[np.argsort(hashes, kind="stable")[:SAMPLE_SIZE]]
+
+
+def _bin_edges(sample: np.ndarray, count: int) -> np.ndarray:
+    """At most `count` increasing edges that cut the sample into bins of similar mass, with a
+    value that holds much of the mass (the zeros of a capital gain, the 40 of hours worked)
+    taking one edge instead of the bins it covers: plain quantiles give such a column 2 or 3
+    bins over the values that vary, where trees find their thresholds. A column with few
+    distinct values gets an edge at each."""
+    distinct = np.unique(sample)
+    if len(distinct) <= count:
+        return distinct
+    points = count
+    edges = np.unique(np.quantile(sample, np.linspace(0.0, 1.0, points)))
+    # Finer quantiles until enough distinct edges; then every edge is still a quantile.
+    while len(edges) < count and points < len(sample):
+        points *= 2
+        edges = np.unique(np.quantile(sample, np.linspace(0.0, 1.0, points)))
+    if len(edges) > count:  # evenly among the distinct edges, both ends kept
+        edges = edges[np.round(np.linspace(0, len(edges) - 1, count)).astype(int)]
+    return edges
 
 
 def _quantiles(sample: np.ndarray, count: int) -> list[float]:
