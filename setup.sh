@@ -31,6 +31,19 @@ ensure_mpi() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends openmpi-bin libopenmpi-dev >/dev/null
 }
 
+# report.html's test opens the page in headless Chromium (Playwright drives Debian's chromium:
+# Playwright's own browser download is not reachable from every machine).
+ensure_chromium() {
+    if command -v chromium >/dev/null 2>&1; then
+        return
+    fi
+    echo "setup: installing Chromium (Debian package chromium)"
+    local sudo=""
+    [[ $(id -u) == 0 ]] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
+}
+
 install_horovod() {
     if [[ "$(cat .venv/.horovod-build 2>/dev/null)" == "$HOROVOD_BUILD" ]] && .venv/bin/python -c "import horovod.torch" 2>/dev/null; then
         return
@@ -77,6 +90,7 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # The full mlflow (server, UI) pins pyarrow<26; its other requirements are in pyproject.toml.
 "${pip[@]}" --no-deps hydra-ray-launcher==1.2.2 hydra-optuna-sweeper==1.3.0 mlflow==3.17.2
 ensure_mpi
+ensure_chromium
 install_horovod
 echo "$want" > "$stamp"
 echo "setup: .venv is ready"

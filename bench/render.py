@@ -342,6 +342,22 @@ def render_markdown(figures: dict) -> str:
                     "<= 1.2x on Ray" if path != "local" else "grows with the data",
                     " MB",
                 )
+    for name, results in s.get("results", {}).items():
+        bare = results.get("bare_wall_seconds")
+        for variant, label_ in (
+            ("default", "plots, importance, report.html"),
+            ("mlflow", "+ logger=mlflow"),
+        ):
+            value = results.get(f"{variant}_wall_seconds")
+            row(
+                f"results' cost: {name} with {label_} vs without",
+                f"{results['rows']:,}",
+                value,
+                bare,
+                ratio(value, bare),
+                "<= 1.05x",
+                "s",
+            )
     one, two = s.get("serving", {}).get("1 replica(s)"), s.get("serving", {}).get("2 replica(s)")
     if one and two:
         row(

@@ -470,7 +470,7 @@ def main(argv: list[str] | None = None) -> None:
         "--skip",
         default="",
         help="comma-separated sections to skip: processors,ray,scaling,overhead,ooc,sweeps,tune,"
-        "serving,prediction",
+        "serving,prediction,results",
     )
     parser.add_argument(
         "--only",
@@ -515,6 +515,8 @@ def main(argv: list[str] | None = None) -> None:
             serve_section(suite, work, args.smoke)
         if "prediction" in only:
             prediction_section(suite, work, args.smoke)
+        if "results" in only:
+            results_section(suite, work, args.smoke)
         suite.write()
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -552,6 +554,8 @@ def main(argv: list[str] | None = None) -> None:
         serve_section(suite, work, args.smoke)
     if "prediction" not in skip:
         prediction_section(suite, work, args.smoke)
+    if "results" not in skip:
+        results_section(suite, work, args.smoke)
     suite.write()
 
 
@@ -566,6 +570,13 @@ def prediction_section(suite, work: Path, smoke: bool) -> None:
     suite.figures["sections"].pop("prediction", None)
     for name, figures in prediction_figures(work, data, measure).items():
         suite.record("prediction", name, figures)
+
+
+def results_section(suite, work: Path, smoke: bool) -> None:
+    from bench.results_cost import results_figures
+
+    suite.figures["sections"].pop("results", None)
+    suite.record("results", "default experiment", results_figures(work, measure, smoke))
 
 
 def overhead_section(suite, work: Path, smoke: bool) -> None:

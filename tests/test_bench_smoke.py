@@ -51,6 +51,7 @@ def test_every_figure_is_produced(tmp_path):
         "sweeps",
         "tune",
         "serving",
+        "results",
     }
     assert expected <= set(figures), sorted(figures)
     size = "2k"
@@ -83,8 +84,12 @@ def test_every_figure_is_produced(tmp_path):
     for replicas in ("1 replica(s)", "2 replica(s)"):
         assert figures["serving"][replicas]["single_row_p99_ms"] > 0
         assert figures["serving"][replicas]["batch_rows_per_second"] > 0
+    results = figures["results"]["default experiment"]
+    for variant in ("bare", "default", "mlflow"):
+        assert results[f"{variant}_wall_seconds"] > 0
     table = (out / "figures.md").read_text()
     for row in (
+        "results' cost: default experiment with + logger=mlflow vs without",
         "preprocessing rows/s (pandas)",
         "training samples/s (local trainer)",
         "whole experiment wall",

@@ -178,3 +178,97 @@ def test_evaluate_draws_its_plots_and_a_sweep_gets_its_page(tmp_path, mixed_run,
     page = (sweep_dir / "report.html").read_text()
     assert "Trials, best first" in page and "0/report.html" in page and "1/report.html" in page
     assert page.count("data:image/png;base64,") == 1  # the objective by trial and parameter
+
+
+def test_confusion_counts_equal_the_crosstab_of_the_predictions(mixed_run):
+    """The plotted counts (from the merged statistics) against predictions.parquet's own
+    crosstab of true and predicted labels, for the binary and the category output."""
+    import pandas as pd
+
+    from runner.reports.evaluation import confusion_matrix
+    from runner.scoring.decoding import partial_metrics
+
+    run_dir, _ = mixed_run
+    predictor = Predictor.load(run_dir / "model")
+    predictions = pd.read_parquet(run_dir / "predictions.parquet")
+    report = json.loads((run_dir / "metrics.json").read_text())
+    split = pa_table(report["training"]["cache_entry"])
+    scored = predictor.score_processed(split, with_targets=True)
+    stats = partial_metrics(predictor.layout, predictor.decoders, scored.logits, scored.targets)
+    for spec in predictor.layout.outputs:
+        if spec.type not in ("binary", "category"):
+            continue
+        labels = [str(x) for x in spec.labels]
+        crosstab = pd.crosstab(
+            predictions[spec.name].astype(str), predictions[f"{spec.name}_prediction"].astype(str)
+        ).reindex(index=labels, columns=labels, fill_value=0)
+        np.testing.assert_array_equal(confusion_matrix(spec, stats[spec.name]), crosstab.to_numpy())
+        assert crosstab.to_numpy().sum() == len(predictions)
+
+
+def pa_table(cache_entry: str):
+    import pyarrow.parquet as pq
+
+    from runner.storage import Location
+
+    return pq.read_table(Location(cache_entry).join("test").path)
+
+
+@pytest.mark.slow
+def test_a_pure_noise_column_ranks_last_on_the_synthetic_table(tmp_path):
+    from runner.processing.synthetic import make_synthetic
+
+    frame = make_synthetic(10000)
+    frame["noise"] = np.random.default_rng(7).normal(size=len(frame))
+    path = tmp_path / "synthetic-noise.csv"
+    frame.to_csv(path, index=False)
+    run_dir = tmp_path / "run"
+    run_experiment(
+        run_dir,
+        tmp_path / "cache",
+        "dataset=file",
+        f"dataset.path={path}",
+        "dataset.target=label",
+        "report.importance_repeats=5",
+    )
+    importance = json.loads((run_dir / "metrics.json").read_text())["importance"]
+    ranked = [f["input"] for f in importance["features"]]
+    assert set(ranked) == {"x1", "x2", "x3", "x4", "color", "city", "flag", "noise"}
+    assert ranked[-1] == "noise", importance["features"]
+    assert ranked[0] in ("x1", "x2", "x3")
+
+
+@pytest.mark.slow
+def test_report_html_renders_in_headless_chromium(mixed_run, tmp_path):
+    """The page as a browser shows it: no console error, every plot decoded, and the
+    screenshot (kept beside the test's files) holds the plots' pixels."""
+    import shutil
+
+    from matplotlib.image import imread
+    from playwright.sync_api import sync_playwright
+
+    run_dir, _ = mixed_run
+    chromium = shutil.which("chromium")
+    assert chromium, "setup.sh installs Debian's chromium"
+    problems: list[str] = []
+    shot = tmp_path / "report.png"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto((run_dir / "report.html").as_uri())
+        images = page.eval_on_selector_all(
+            "img",
+            "els => els.map(e => [e.complete, e.naturalWidth, e.getBoundingClientRect().height])",
+        )
+        page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    assert problems == []
+    assert len(images) == 5 and all(
+        done and width > 300 and height > 100 for done, width, height in images
+    )
+    pixels = imread(shot)[..., :3]
+    assert pixels.shape[0] > 2000  # the whole page: tables, five plots, the config
+    plotted = (np.abs(pixels - pixels.mean(axis=2, keepdims=True)) > 0.1).any(axis=2)
+    assert plotted.mean() > 0.01  # coloured pixels: the plots' blues and oranges are there

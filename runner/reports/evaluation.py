@@ -81,18 +81,44 @@ def _confusion_axes(ax, confusion: np.ndarray, labels: list[str], title: str) ->
     ax.set_title(title)
 
 
-def binary_curves(stats: dict) -> dict[str, np.ndarray]:
-    """ROC, precision-recall and calibration points from the positive and negative scores."""
-    from sklearn.calibration import calibration_curve
-    from sklearn.metrics import precision_recall_curve, roc_curve
+def confusion_matrix(spec: OutputSpec, stats: dict) -> np.ndarray:
+    """Counts, rows: the true class, columns: the predicted one, in spec.labels' order (a
+    binary output predicts its positive class above probability 0.5, i.e. logit 0)."""
+    if spec.type == "category":
+        return np.asarray(stats["confusion"])
+    positive = np.asarray(stats["positive_scores"])
+    negative = np.asarray(stats["negative_scores"])
+    return np.array(
+        [
+            [(negative <= 0).sum(), (negative > 0).sum()],
+            [(positive <= 0).sum(), (positive > 0).sum()],
+        ]
+    )
 
+
+def binary_curves(stats: dict) -> dict[str, np.ndarray]:
+    """ROC, precision-recall and calibration points from the positive and negative scores
+    (numpy: scikit-learn's import alone would cost a second of every run)."""
     positive = np.asarray(stats["positive_scores"], dtype=np.float64)
     negative = np.asarray(stats["negative_scores"], dtype=np.float64)
     y = np.concatenate([np.ones(len(positive)), np.zeros(len(negative))])
     p = 1.0 / (1.0 + np.exp(-np.concatenate([positive, negative])))
-    fpr, tpr, _ = roc_curve(y, p)
-    precision, recall, _ = precision_recall_curve(y, p)
-    true_share, mean_predicted = calibration_curve(y, p, n_bins=10, strategy="quantile")
+    order = np.argsort(-p, kind="stable")
+    p_sorted, y_sorted = p[order], y[order]
+    # one point per distinct threshold: the last row of each run of equal scores
+    last = np.r_[np.flatnonzero(np.diff(p_sorted)), len(p_sorted) - 1]
+    tps = np.cumsum(y_sorted)[last]
+    fps = (last + 1) - tps
+    tpr = np.r_[0.0, tps / max(len(positive), 1)]
+    fpr = np.r_[0.0, fps / max(len(negative), 1)]
+    precision = np.r_[1.0, tps / (tps + fps)]
+    recall = np.r_[0.0, tps / max(len(positive), 1)]
+    edges = np.quantile(p, np.linspace(0.0, 1.0, 11))
+    bins = np.searchsorted(edges[1:-1], p, side="right")
+    counts = np.bincount(bins, minlength=10)
+    seen = counts > 0
+    mean_predicted = np.bincount(bins, weights=p, minlength=10)[seen] / counts[seen]
+    true_share = np.bincount(bins, weights=y, minlength=10)[seen] / counts[seen]
     return {
         "fpr": fpr,
         "tpr": tpr,
@@ -112,12 +138,7 @@ def _binary(spec: OutputSpec, stats: dict, split: str):
     plt = _pyplot()
     curves = binary_curves(stats)
     fig, axes = plt.subplots(1, 4, figsize=(17, 4))
-    confusion = np.array(
-        [
-            [(negative <= 0).sum(), (negative > 0).sum()],
-            [(positive <= 0).sum(), (positive > 0).sum()],
-        ]
-    )
+    confusion = confusion_matrix(spec, stats)
     _confusion_axes(axes[0], confusion, [str(x) for x in spec.labels], f"{spec.name}: confusion")
     axes[1].plot(curves["fpr"], curves["tpr"])
     axes[1].plot([0, 1], [0, 1], "--", color="grey", linewidth=0.8)
@@ -141,7 +162,7 @@ def per_class_f1(confusion: np.ndarray) -> np.ndarray:
 
 def _category(spec: OutputSpec, stats: dict, split: str):
     plt = _pyplot()
-    confusion = np.asarray(stats["confusion"])
+    confusion = confusion_matrix(spec, stats)
     labels = [str(x) for x in spec.labels]
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
     _confusion_axes(axes[0], confusion, labels, f"{spec.name}: confusion (row share)")
