@@ -18,16 +18,11 @@ from omegaconf import OmegaConf
 from runner.model.layout import Layout
 from runner.redact import redact
 from runner.scoring.metrics import METRICS
+from runner.storage import write_text_atomic
 
 
 def write_json(path: Path, payload: dict) -> None:
     write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True, default=_json_default))
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _json_default(value):
@@ -53,11 +48,9 @@ def main_metric(layout: Layout) -> str:
 
 
 def plot_learning_curves(history: list[dict], metric: str, path: Path) -> None:
-    import matplotlib
+    from runner.reports.evaluation import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     epochs = [h["epoch"] for h in history]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, name in zip(axes, ("loss", metric), strict=True):
@@ -70,10 +63,7 @@ def plot_learning_curves(history: list[dict], metric: str, path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    tmp = path.with_name("tmp-" + path.name)
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, path, dpi=100)
 
 
 def format_summary(

@@ -130,6 +130,13 @@ class Location:
         return sorted(p for p in self.fs.find(self.path) if p.endswith(suffix))
 
 
+def write_text_atomic(path, text: str) -> None:
+    """A local text file written under a temporary name and renamed: whole or absent."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def write_frame(frame, path) -> None:
     """A DataFrame as one local Parquet file, renamed into place once whole."""
     tmp = f"{path}.tmp"

@@ -207,11 +207,9 @@ def test_confusion_counts_equal_the_crosstab_of_the_predictions(mixed_run):
 
 
 def pa_table(cache_entry: str):
-    import pyarrow.parquet as pq
-
     from runner.storage import Location
 
-    return pq.read_table(Location(cache_entry).join("test").path)
+    return Location(cache_entry).join("test").read_table()
 
 
 @pytest.mark.slow

@@ -18,7 +18,8 @@ import numpy as np
 from runner.model.layout import Layout, OutputSpec
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -27,12 +28,12 @@ def _pyplot():
     return plt
 
 
-def save_figure(fig, path: Path) -> None:
+def save_figure(fig, path: Path, dpi: int = 90) -> None:
     """Written under a temporary name and renamed: a plot is whole or absent."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name("tmp-" + path.name)
-    fig.savefig(tmp, dpi=90)
-    _pyplot().close(fig)
+    fig.savefig(tmp, dpi=dpi)
+    pyplot().close(fig)
     os.replace(tmp, path)
 
 
@@ -135,7 +136,7 @@ def _binary(spec: OutputSpec, stats: dict, split: str):
     negative = np.asarray(stats["negative_scores"])
     if not len(positive) or not len(negative):
         return None  # one class only: no curve to draw
-    plt = _pyplot()
+    plt = pyplot()
     curves = binary_curves(stats)
     fig, axes = plt.subplots(1, 4, figsize=(17, 4))
     confusion = confusion_matrix(spec, stats)
@@ -161,7 +162,7 @@ def per_class_f1(confusion: np.ndarray) -> np.ndarray:
 
 
 def _category(spec: OutputSpec, stats: dict, split: str):
-    plt = _pyplot()
+    plt = pyplot()
     confusion = confusion_matrix(spec, stats)
     labels = [str(x) for x in spec.labels]
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
@@ -177,7 +178,7 @@ def _category(spec: OutputSpec, stats: dict, split: str):
 
 
 def _set(spec: OutputSpec, stats: dict, split: str):
-    plt = _pyplot()
+    plt = pyplot()
     tp, fp, fn = (np.asarray(stats[k], dtype=np.float64) for k in ("tp", "fp", "fn"))
     denominator = 2 * tp + fp + fn
     f1 = np.divide(2 * tp, denominator, out=np.zeros_like(tp), where=denominator > 0)
@@ -194,7 +195,7 @@ def _set(spec: OutputSpec, stats: dict, split: str):
 def _number(spec: OutputSpec, stats: dict, split: str):
     if "pairs" not in stats:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     predicted, true = np.asarray(stats["pairs"], dtype=np.float64)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     axes[0].scatter(true, predicted, s=4, alpha=0.4)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import base64
 import html
 import math
-import os
 from pathlib import Path
+
+from runner.storage import write_text_atomic
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -54,9 +55,7 @@ def page(title: str, sections: list[tuple[str, str]]) -> str:
 
 
 def write_page(path: Path, title: str, sections: list[tuple[str, str]]) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(page(title, sections), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, page(title, sections))
     return path
 
 

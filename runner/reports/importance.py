@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from runner.reports.evaluation import save_figure
+from runner.reports.evaluation import pyplot, save_figure
 from runner.scoring.metrics import METRICS, higher_is_better
 
 
@@ -66,11 +66,7 @@ def permutation_importance(
 
 
 def plot_importance(importance: dict, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     features = importance["features"][:40]
     names = [f["input"] for f in features]
     fig, ax = plt.subplots(figsize=(7, max(2.5, 0.3 * len(names) + 1)))
