@@ -571,7 +571,8 @@ class MlflowConfig:
     run_name: str | None = None  # null: the run dir's name (a sweep's trial: its number)
     tags: dict[str, str] = field(default_factory=dict)
     log_model: bool = True  # the model as an mlflow.pyfunc model, with the run's artifacts
-    # Set by the sweep launchers: the sweep's parent run (each trial is a child of it).
+    # A run to log this one under, as its child. A sweep's trials need none: they find the
+    # parent run their sweep's driver opened by the sweep dir.
     parent_run_id: str | None = None
 
     def __post_init__(self):

@@ -208,3 +208,31 @@ def test_uri_credentials_are_masked():
         "http://***@host:5000/x and s3://***@bucket/y"
     )
     assert redact_uri("sqlite:////tmp/outputs/mlflow.db") == "sqlite:////tmp/outputs/mlflow.db"
+
+
+def test_a_sweep_of_many_trials_keeps_one_parent(tmp_path):
+    """More trials than a search's first page: every child still finds the one parent, and
+    the driver's next batch (an optimizing sweeper, a resume) reopens it, not a second one."""
+    from runner.config import MlflowConfig
+    from runner.tracking.mlflow_run import MlflowRun, SweepTrial, open_sweep
+
+    settings = MlflowConfig(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    sweep_dir = tmp_path / "sweep"
+    parent = open_sweep(settings, sweep_dir, {})
+    children = []
+    for number in range(12):
+        trial = SweepTrial(str(sweep_dir.resolve()), number, [f"seed={number}"])
+        run = MlflowRun.start(settings, sweep_dir / str(number), {"seed": number}, {}, trial)
+        run.finish()
+        children.append(run)
+    parent.finish()
+    assert open_sweep(settings, sweep_dir, {}).run_id == parent.run_id
+    client = MlflowClient(settings.tracking_uri)
+    tags = [client.get_run(c.run_id).data.tags for c in children]
+    assert {t["mlflow.parentRunId"] for t in tags} == {parent.run_id}
+    experiment = client.get_experiment_by_name(settings.experiment_name).experiment_id
+    assert len(client.search_runs([experiment])) == 13
+    again = MlflowRun.start(
+        settings, sweep_dir / "3", {}, {}, SweepTrial(str(sweep_dir.resolve()), 3, [])
+    )
+    assert again.run_id == children[3].run_id  # a trial that runs again continues its run

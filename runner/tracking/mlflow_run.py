@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param value
 BATCH_PARAMS = 100  # log_batch's limit per call
-SWEEP_DIR_TAG = "runner.sweep_dir"  # finds a sweep's parent run again when it resumes
+SWEEP_DIR_TAG = "runner.sweep_dir"  # a trial's run: the sweep it belongs to
+SWEEP_PARENT_TAG = "runner.sweep"  # a sweep's parent run: its sweep dir (found again on resume)
 TRIAL_TAG = "runner.trial"
 
 
@@ -149,14 +150,12 @@ class SweepTrial:
         return cls(sweep_dir, int(hydra.job.num), list(hydra.overrides.task))
 
 
-def _find_run(client, experiment: str, tags: dict[str, str], no_parent: bool = False):
+def _find_run(client, experiment: str, tags: dict[str, str]):
     """The newest run of the experiment with these tags (a sweep's parent, a trial's child)."""
     clauses = [f"tags.`{k}` = '{v}'" for k, v in tags.items()]
     runs = client.search_runs(
-        [experiment], " and ".join(clauses), max_results=10, order_by=["attributes.start_time DESC"]
+        [experiment], " and ".join(clauses), max_results=1, order_by=["attributes.start_time DESC"]
     )
-    if no_parent:
-        runs = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     return runs[0] if runs else None
 
 
@@ -286,7 +285,8 @@ class MlflowRun:
 
 
 def _sweep_parent_id(client, experiment: str, sweep_dir: str) -> str | None:
-    found = _find_run(client, experiment, {SWEEP_DIR_TAG: sweep_dir}, no_parent=True)
+    # Its own tag: the children's sweep-dir tag would bury it under as many trials.
+    found = _find_run(client, experiment, {SWEEP_PARENT_TAG: sweep_dir})
     return found.info.run_id if found is not None else None
 
 
@@ -302,7 +302,7 @@ def open_sweep(settings: MlflowConfig, sweep_dir: Path, tags: dict) -> MlflowRun
     if found:
         client.update_run(found, status="RUNNING")
         return MlflowRun(uri, found, settings)
-    all_tags = {SWEEP_DIR_TAG: str(sweep_dir), "runner.tracking_uri": uri, **tags}
+    all_tags = {SWEEP_PARENT_TAG: str(sweep_dir), "runner.tracking_uri": uri, **tags}
     run = client.create_run(
         experiment,
         tags=_base_tags(settings, all_tags),
