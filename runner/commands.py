@@ -14,25 +14,79 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
-from runner import outputs
-from runner.assembly import Plan, Run, assemble
+from runner.backends.horovod import launched_rank
 from runner.errors import UserError
-from runner.processing.features import FeatureSet
-from runner.processing.pipeline import Preprocessed, preprocess
+from runner.reports.figures import FigureQueue
+
+if TYPE_CHECKING:  # imported where used: logger=mlflow's process starts before torch loads
+    from runner.assembly import Plan, Run
+    from runner.processing.features import FeatureSet
+    from runner.processing.pipeline import Preprocessed
 
 log = logging.getLogger(__name__)
 
 
+# The commands that write results (metrics, figures, report.html; MLflow under
+# logger=mlflow): they train or evaluate a model.
+RESULT_COMMANDS = ("experiment", "train", "evaluate")
+
+
 def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
     """Runs cfg.command; returns its metrics (empty for preprocess)."""
-    plan = assemble(cfg, run_dir)
-    with plan.backend:
-        _share_run_dir(plan)
-        run = plan.resolve()
-        return COMMANDS[run.settings.command](run)
+    # The background process starts before anything else (runner/background.py): its
+    # imports overlap the run's own. It does nothing visible until the command asks.
+    child = _background(cfg)
+    figures = FigureQueue(child)
+    sidecar = _mlflow_sidecar(cfg, run_dir, child) if child is not None else None
+    from runner.assembly import assemble
+
+    try:
+        plan = assemble(cfg, run_dir)
+        with plan.backend:
+            _share_run_dir(plan)
+            run = plan.resolve()
+            command = COMMANDS[run.settings.command]
+            if run.settings.command not in RESULT_COMMANDS:
+                return command(run)
+            with _tracked(run, sidecar) as tracker:
+                result = command(run, figures, tracker)
+        if child is not None:
+            child.close()
+        return result
+    finally:
+        if child is not None:
+            child.stop()  # a failed command drops what is still queued (a finished one waited)
+
+
+def _background(cfg: DictConfig):
+    """The process that draws the figures and logs to MLflow while the run goes on
+    (runner/background.py): for the commands that write results, on the main rank."""
+    if cfg.get("command") not in RESULT_COMMANDS or launched_rank() not in (None, 0):
+        return None
+    from runner.background import Background
+
+    return Background()
+
+
+def _mlflow_sidecar(cfg: DictConfig, run_dir: str | Path, child):
+    """logger=mlflow: the process that will log the run, started before the config is even
+    checked, so that MLflow's imports overlap assembly and preprocessing. It opens no run
+    until the command starts (a config error logs nothing)."""
+    settings = OmegaConf.select(cfg, "logger.mlflow")
+    if settings is None:
+        return None
+    from runner.tracking.mlflow_run import SweepTrial, default_tracking_uri
+    from runner.tracking.sidecar import MlflowSidecar
+
+    trial = SweepTrial.current()
+    uri = settings.get("tracking_uri") or default_tracking_uri(
+        trial.sweep_dir if trial else run_dir
+    )
+    return MlflowSidecar(str(uri), child)
 
 
 def _share_run_dir(plan: Plan) -> None:
@@ -51,11 +105,15 @@ def _share_run_dir(plan: Plan) -> None:
 
 
 def _features(run: Run) -> FeatureSet:
+    from runner.processing.features import FeatureSet
+
     model = OmegaConf.to_container(run.cfg.model, resolve=True)
     return FeatureSet(model["input_features"], model["output_features"])
 
 
 def _preprocess(run: Run) -> Preprocessed:
+    from runner.processing.pipeline import preprocess
+
     split = OmegaConf.to_container(run.cfg.dataset.split, resolve=True)
     features = _features(run)
     return run.backend.main_first(
@@ -76,30 +134,30 @@ def command_preprocess(run: Run) -> dict:
 
 
 @contextmanager
-def _tracked(run: Run) -> Iterator:
+def _tracked(run: Run, sidecar) -> Iterator:
     """logger=mlflow: the run in MLflow (opened by the main process only), FAILED when the
     command raises; None otherwise."""
     settings = run.settings.logger.mlflow
-    if settings is None or not run.backend.is_main:
+    if settings is None or sidecar is None or not run.backend.is_main:
         yield None
         return
-    from runner.tracking.mlflow_run import MlflowRun, SweepTrial
+    from runner.tracking.mlflow_run import SweepTrial
     from runner.training.reporting import stopped_by_scheduler
 
     config = OmegaConf.to_container(run.cfg, resolve=True)
     trial = SweepTrial.current()
-    tracker = MlflowRun.start(settings, run.run_dir, config, _run_tags(run), trial)
+    sidecar.start(settings, run.run_dir, config, _run_tags(run), trial)
     try:
-        yield tracker
+        yield sidecar
     except BaseException:
         if trial is not None:
-            tracker.set_tags({"runner.trial_status": "failed"})
-        tracker.finish(failed=True)
+            sidecar.set_tags({"runner.trial_status": "failed"})
+        sidecar.finish(failed=True)
         raise
     if trial is not None:
         status = "pruned" if stopped_by_scheduler() else "completed"
-        tracker.set_tags({"runner.trial_status": status})
-    tracker.finish()
+        sidecar.set_tags({"runner.trial_status": status})
+    sidecar.finish()
 
 
 def _run_tags(run: Run) -> dict[str, str]:
@@ -123,7 +181,7 @@ def _run_tags(run: Run) -> dict[str, str]:
     return tags
 
 
-def _preprocess_and_train(run: Run, tracker=None):
+def _preprocess_and_train(run: Run, figures, tracker=None):
     """Preprocesses, then trains; training in this process has its imports warmed meanwhile
     (a Horovod worker warms its own during its rendezvous)."""
     from runner.training.optimization import warm_up
@@ -137,10 +195,11 @@ def _preprocess_and_train(run: Run, tracker=None):
         # exit -6) instead of leaving with its one error line and exit 2.
         if warm is not None:
             warm.join()
-    return pre, _train(run, pre, tracker)
+    return pre, _train(run, pre, figures, tracker)
 
 
-def _train(run: Run, pre: Preprocessed, tracker=None):
+def _train(run: Run, pre: Preprocessed, figures, tracker=None):
+    from runner import outputs
     from runner.model.layout import Layout
     from runner.training.job import TrainingJob
 
@@ -162,8 +221,13 @@ def _train(run: Run, pre: Preprocessed, tracker=None):
     if not run.backend.is_main:
         return result, layout  # under horovodrun, rank 0 writes the outputs
     outputs.save_model(run.run_dir / "model", result.model, pre.meta, run.cfg)
-    outputs.plot_learning_curves(
-        result.history, outputs.main_metric(layout), run.run_dir / "learning_curves.png"
+    if tracker is not None and run.settings.logger.mlflow.log_model:
+        tracker.log_model(run.run_dir / "model")  # the pyfunc is built while the test is scored
+    figures.draw(
+        "runner.reports.evaluation:plot_learning_curves",
+        result.history,
+        outputs.main_metric(layout),
+        run.run_dir / "learning_curves.png",
     )
     return result, layout
 
@@ -224,25 +288,19 @@ def _training_report(result, pre: Preprocessed) -> dict:
     }
 
 
-def command_train(run: Run) -> dict:
-    with _tracked(run) as tracker:
-        pre, (result, layout) = _preprocess_and_train(run, tracker)
-        if not run.backend.is_main:
-            return {}
-        metrics = _best_metrics(result)
-        check = _baseline_check(result, layout, metrics)
-        report = {"training": _training_report(result, pre), "baseline_check": check}
-        _finish(run, metrics, report, tracker)
+def command_train(run: Run, figures, tracker=None) -> dict:
+    pre, (result, layout) = _preprocess_and_train(run, figures, tracker)
+    if not run.backend.is_main:
+        return {}
+    metrics = _best_metrics(result)
+    check = _baseline_check(result, layout, metrics)
+    report = {"training": _training_report(result, pre), "baseline_check": check}
+    _finish(run, metrics, report, figures, tracker)
     return metrics
 
 
-def command_experiment(run: Run) -> dict:
-    with _tracked(run) as tracker:
-        return _experiment(run, tracker)
-
-
-def _experiment(run: Run, tracker) -> dict:
-    pre, (result, layout) = _preprocess_and_train(run, tracker)
+def command_experiment(run: Run, figures, tracker=None) -> dict:
+    pre, (result, layout) = _preprocess_and_train(run, figures, tracker)
     metrics = _best_metrics(result) if run.backend.is_main else {}
     check = _baseline_check(result, layout, metrics) if run.backend.is_main else {}
     if pre.meta["rows"]["test"]:
@@ -260,8 +318,8 @@ def _experiment(run: Run, tracker) -> dict:
             return {}
         metrics["test"] = test.metrics
         metrics["baseline"] = _majority_baseline(predictor, pre.meta, test.stats)
-        _evaluation_plots(run, predictor, test.stats, "test")
-        importance = _importance(run, predictor, pre.split_path("test"))
+        _evaluation_plots(run, figures, predictor, test.stats, "test")
+        importance = _importance(run, figures, predictor, pre.split_path("test"))
     elif not run.backend.is_main:
         return {}
     else:
@@ -270,7 +328,7 @@ def _experiment(run: Run, tracker) -> dict:
     report = {"training": _training_report(result, pre), "baseline_check": check}
     if importance:
         report["importance"] = importance
-    _finish(run, metrics, report, tracker)
+    _finish(run, metrics, report, figures, tracker)
     return metrics
 
 
@@ -342,20 +400,19 @@ def command_predict(run: Run) -> dict:
     return {}
 
 
-def command_evaluate(run: Run) -> dict:
+def command_evaluate(run: Run, figures, tracker=None) -> dict:
     from runner.scoring.batch import ScoringTask
 
-    with _tracked(run) as tracker:
-        predictor, outcome = _score_raw(run, ScoringTask(labelled=True, write_predictions=False))
-        if not run.backend.is_main:
-            return {}
-        if not outcome.rows:
-            raise UserError(
-                f"{run.source.label} has no rows with a known target; evaluate needs labelled rows"
-            )
-        metrics = {"evaluation": outcome.metrics}
-        _evaluation_plots(run, predictor, outcome.stats, "evaluation")
-        _finish(run, metrics, {"rows": outcome.rows, "dataset": run.source.label}, tracker)
+    predictor, outcome = _score_raw(run, ScoringTask(labelled=True, write_predictions=False))
+    if not run.backend.is_main:
+        return {}
+    if not outcome.rows:
+        raise UserError(
+            f"{run.source.label} has no rows with a known target; evaluate needs labelled rows"
+        )
+    metrics = {"evaluation": outcome.metrics}
+    _evaluation_plots(run, figures, predictor, outcome.stats, "evaluation")
+    _finish(run, metrics, {"rows": outcome.rows, "dataset": run.source.label}, figures, tracker)
     return metrics
 
 
@@ -390,23 +447,28 @@ TRACKED_ARTIFACTS = [
 ]
 
 
-def _evaluation_plots(run: Run, predictor, stats: list[dict], split: str) -> None:
+def _evaluation_plots(run: Run, figures, predictor, stats: list[dict], split: str) -> None:
     """<run>/plots/<split>_<output>.png from the statistics the split's metrics came from."""
     if not run.settings.report.plots or not stats:
         return
-    from runner.reports.evaluation import plot_outputs
     from runner.scoring.decoding import merge_metrics
 
     merged = merge_metrics(predictor.layout, stats)
-    plot_outputs(predictor.layout, merged, split, run.run_dir / "plots")
+    figures.draw(
+        "runner.reports.evaluation:plot_outputs",
+        predictor.layout,
+        merged,
+        split,
+        run.run_dir / "plots",
+    )
 
 
-def _importance(run: Run, predictor, split) -> dict | None:
+def _importance(run: Run, figures, predictor, split) -> dict | None:
     """Permutation importance on a sample of the test split (metrics.json and a chart)."""
     settings = run.settings.report
     if not settings.importance_rows:
         return None
-    from runner.reports.importance import permutation_importance, plot_importance
+    from runner.reports.importance import permutation_importance
 
     started = time.perf_counter()
     importance = permutation_importance(
@@ -423,7 +485,11 @@ def _importance(run: Run, predictor, split) -> dict | None:
         time.perf_counter() - started,
     )
     if settings.plots:
-        plot_importance(importance, run.run_dir / "plots" / "importance.png")
+        figures.draw(
+            "runner.reports.importance:plot_importance",
+            importance,
+            run.run_dir / "plots" / "importance.png",
+        )
     return importance
 
 
@@ -440,9 +506,12 @@ def _write_report(run: Run, report: dict, warnings: list[str]) -> None:
     run_report(run.run_dir, report, components, config, plots, warnings)
 
 
-def _finish(run: Run, metrics: dict, extra: dict, tracker=None) -> None:
+def _finish(run: Run, metrics: dict, extra: dict, figures, tracker=None) -> None:
+    from runner import outputs
+
     outputs.write_json(run.run_dir / "metrics.json", {**metrics, **extra})
     warnings = [f"warning: {line}" for line in _baseline_warnings(extra.get("baseline_check", {}))]
+    figures.wait()  # report.html embeds them
     _write_report(run, {**metrics, **extra}, warnings)
     locations = {"metrics": str(run.run_dir / "metrics.json")}
     for name, label in (
@@ -471,13 +540,12 @@ def _track_results(run: Run, tracker, metrics: dict, extra: dict) -> None:
     final = {(f"best/{k}" if k in ("train", "validation") else k): v for k, v in metrics.items()}
     tracker.log_metrics({**final, "training": training})
     tracker.log_artifacts(run.run_dir, TRACKED_ARTIFACTS)
-    model_dir = run.run_dir / "model"
-    if run.settings.logger.mlflow.log_model and model_dir.is_dir():
-        tracker.log_model(model_dir)
 
 
 def command_init(run: Run) -> dict:
     """The inferred model config as YAML, to edit and keep; nothing is trained."""
+    from runner import outputs
+
     if run.inference is None:
         raise UserError(
             "command=init writes the features it infers; this config already lists them "

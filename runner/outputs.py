@@ -7,7 +7,6 @@ run never leaves a half-written output behind.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 from pathlib import Path
@@ -45,25 +44,6 @@ def save_model(model_dir: Path, model: torch.nn.Module, meta: dict, cfg) -> None
 def main_metric(layout: Layout) -> str:
     spec = layout.outputs[0]
     return f"{spec.name}/{METRICS[spec.type][0]}"
-
-
-def plot_learning_curves(history: list[dict], metric: str, path: Path) -> None:
-    from runner.reports.evaluation import pyplot, save_figure
-
-    plt = pyplot()
-    epochs = [h["epoch"] for h in history]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, name in zip(axes, ("loss", metric), strict=True):
-        for split, style in (("train", "-o"), ("validation", "-s")):
-            values = [h[split].get(name, math.nan) for h in history]
-            if any(not math.isnan(v) for v in values):
-                ax.plot(epochs, values, style, label=split, markersize=3)
-        ax.set_xlabel("epoch")
-        ax.set_title(name)
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    save_figure(fig, path, dpi=100)
 
 
 def format_summary(

@@ -26,6 +26,14 @@ def launched_by_horovodrun() -> str | None:
     return next((name for name in HOROVODRUN_VARIABLES if name in os.environ), None)
 
 
+def launched_rank() -> int | None:
+    """This process's rank when horovodrun/mpirun started it (before Horovod is initialised)."""
+    for name in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        if name in os.environ:
+            return int(os.environ[name])
+    return None
+
+
 class HorovodBackend:
     name = "horovod"
     offers_ray = False

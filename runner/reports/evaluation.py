@@ -10,6 +10,7 @@ Ray's actor pool) draws the same pictures as it computes the same metrics:
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -35,6 +36,24 @@ def save_figure(fig, path: Path, dpi: int = 90) -> None:
     fig.savefig(tmp, dpi=dpi)
     pyplot().close(fig)
     os.replace(tmp, path)
+
+
+def plot_learning_curves(history: list[dict], metric: str, path: Path) -> None:
+    """Loss and the main metric per epoch, train and validation."""
+    plt = pyplot()
+    epochs = [h["epoch"] for h in history]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, name in zip(axes, ("loss", metric), strict=True):
+        for split, style in (("train", "-o"), ("validation", "-s")):
+            values = [h[split].get(name, math.nan) for h in history]
+            if any(not math.isnan(v) for v in values):
+                ax.plot(epochs, values, style, label=split, markersize=3)
+        ax.set_xlabel("epoch")
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    save_figure(fig, path, dpi=100)
 
 
 def plot_outputs(layout: Layout, merged: dict[str, dict], split: str, out_dir: Path) -> list[Path]:

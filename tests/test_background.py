@@ -1,0 +1,128 @@
+"""The background process (runner/background.py) that draws a run's figures and logs it to
+MLflow while the run goes on: real child processes, real kills."""
+
+import os
+import signal
+import sqlite3
+import time
+
+import pytest
+from helpers import run_cli
+
+from runner.background import Background, BackgroundError
+
+
+def test_calls_run_in_order_and_their_errors_come_back():
+    child = Background()
+    try:
+        pid = child.call("os:getpid")
+        joined = child.call("os.path:join", "a", "b")
+        failing = child.call("math:sqrt", -1)
+        child.call("math:sqrt", -1, reply=False)  # nothing comes back but its failure
+        child.call("json:loads", "{", reply=False)
+        assert joined.result() == os.path.join("a", "b")
+        assert pid.result() != os.getpid()  # ran in the child
+        with pytest.raises(BackgroundError, match="ValueError: math domain error"):
+            failing.result()
+        # sync waits for everything sent and hands back only the failures its prefix names.
+        assert child.sync("json:") == [
+            "loads: JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+        ]
+        assert child.sync("math:") == ["sqrt: ValueError: math domain error"]
+        assert child.sync() == []
+    finally:
+        assert child.close() == []
+    assert child._process.returncode == 0
+
+
+def test_the_child_is_niced_and_stop_drops_what_is_queued():
+    child = Background()
+    pid = child.call("os:getpid").result()
+    assert os.getpriority(os.PRIO_PROCESS, pid) == 19  # it takes only what the run leaves idle
+    child.call("time:sleep", 60, reply=False)
+    started = time.perf_counter()
+    child.stop()
+    assert time.perf_counter() - started < 10
+    assert child._process.returncode is not None
+
+
+def test_a_child_that_dies_is_an_error_not_a_hang():
+    child = Background()
+    pid = child.call("os:getpid").result()
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(BackgroundError, match="background process ended"):
+        child.call("os:getpid").result()
+    child.stop()
+
+
+def _status(database, run_name="run"):
+    with sqlite3.connect(database) as db:
+        return db.execute("select status from runs where name = ?", (run_name,)).fetchall()
+
+
+@pytest.mark.slow
+def test_a_driver_killed_mid_run_leaves_its_mlflow_run_failed(tmp_path):
+    """SIGKILL of run.py while it trains: its background process sees the end of its input
+    and closes the run FAILED instead of leaving it RUNNING for ever."""
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    database = tmp_path / "outputs" / "mlflow.db"
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "logger=mlflow",
+            "backend=local",
+            "dataset.synthetic_rows=20000",
+            "trainer.epochs=500",
+            "trainer.early_stopping.patience=0",
+            "trainer.progress_bar=false",
+            f"cache_dir={tmp_path / 'cache'}",
+            f"hydra.run.dir={tmp_path / 'outputs' / 'run'}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if database.exists():
+            try:
+                if _status(database) == [("RUNNING",)]:
+                    break
+            except sqlite3.OperationalError:  # the schema is still being created
+                pass
+        time.sleep(0.5)
+    else:
+        driver.kill()
+        pytest.fail("the run never showed up RUNNING in MLflow")
+    driver.kill()
+    driver.wait()
+    deadline = time.time() + 60
+    while _status(database) != [("FAILED",)] and time.time() < deadline:
+        time.sleep(0.5)
+    assert _status(database) == [("FAILED",)]
+
+
+def test_a_tracking_uri_mlflow_cannot_open_is_one_error_line(tmp_path):
+    result = run_cli(
+        "logger=mlflow",
+        "logger.mlflow.tracking_uri=nosuchscheme://host/x",
+        "backend=local",
+        "dataset.synthetic_rows=500",
+        "trainer.epochs=2",
+        "trainer.progress_bar=false",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert (
+        len(lines) == 1
+        and "logger=mlflow could not open a run at nosuchscheme://host/x" in lines[0]
+    )
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run" / "metrics.json").exists()
