@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from runner.backends.auto import AutoBackend
 from runner.backends.base import Backend
 from runner.backends.horovod import HorovodBackend
+from runner.backends.ray import RayBackend
 from runner.config import FeatureConfig, RunConfig, TrainerConfig, check_config
 from runner.errors import UserError
 from runner.loading.base import Loader
@@ -257,6 +258,11 @@ def assemble(cfg: DictConfig, run_dir: str | Path) -> Plan:
         backend = backend.detect(trainer.wants_ray() or next(iter(named + serving), None))
     if isinstance(backend, HorovodBackend):
         backend.timeline = trainer.settings.timeline
+    if isinstance(backend, RayBackend) and trainer.many_workers():
+        workers = trainer.settings.max_workers or trainer.settings.num_workers or 1
+        # One CPU besides the workers' for what feeds them (Ray Data's tasks, the scoring pool).
+        cpus = workers * trainer.settings.resources_per_worker.get("CPU", 0.0) + 1
+        backend.runtime.want_cpus(cpus, f"trainer.num_workers={workers}")
     source = DataSource.from_config(settings.dataset)
     inference = None
     model = settings.model

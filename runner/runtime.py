@@ -84,6 +84,34 @@ class RayRuntime:
         self.started = False
         self._target: str | None = None
         self._initialized_here = False
+        self._wanted: tuple[float, str] | None = None
+
+    def want_cpus(self, cpus: float, why: str) -> None:
+        """A local Ray this run starts gets at least `cpus` logical CPUs (`why` needs them), more
+        than the machine's cores if need be: the workers then share cores, slower but they run.
+        A cluster this run attaches to is sized by whoever started it (the trainer's check
+        says what it lacks)."""
+        self._wanted = (cpus, why)
+
+    def _local_cpus(self) -> float | None:
+        if self.num_cpus is not None or self._wanted is None:
+            return self.num_cpus
+        cpus, why = self._wanted
+        cores = os.cpu_count() or 1
+        if cpus <= cores:
+            return None
+        log.warning(
+            "%s needs %g CPUs and this machine has %d cores: the local Ray starts with %g "
+            "logical CPUs, the cores oversubscribed %.1fx, so each worker trains up to %.1fx "
+            "slower than on a core of its own (backend.num_cpus sets the count)",
+            why,
+            cpus,
+            cores,
+            cpus,
+            cpus / cores,
+            cpus / cores,
+        )
+        return cpus
 
     def target_address(self) -> str | None:
         """The cluster to attach to (None: start a local one); an unreachable one fails now."""
@@ -146,7 +174,7 @@ class RayRuntime:
             with without_api_server(ray, skip=not self.dashboard):
                 context = ray.init(
                     address="local",
-                    num_cpus=self.num_cpus,
+                    num_cpus=self._local_cpus(),
                     num_gpus=self.num_gpus,
                     object_store_memory=self.object_store_memory,
                     include_dashboard=self.dashboard,

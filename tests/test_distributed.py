@@ -308,3 +308,28 @@ def test_fp16_compression_tracks_full_precision(tmp_path, cache_dir, trainer):
     assert len(none) == len(fp16) == 4
     for a, b in zip(none, fp16, strict=True):
         assert abs(a - b) / a < 0.03, (none, fp16)
+
+
+@pytest.mark.slow
+def test_the_design_card_command_runs_four_workers_on_two_cores(tmp_path):
+    """`python run.py backend=ray trainer.num_workers=4`, as the design card has it, on this
+    2-core machine: the Ray the run starts gets enough logical CPUs, and a warning says so."""
+    from helpers import run_cli
+
+    workers = max(4, os.cpu_count() + 1)  # 4 here: more workers than cores, whatever the machine
+    result = run_cli(
+        "backend=ray",
+        f"trainer.num_workers={workers}",
+        "dataset.synthetic_rows=3000",
+        "trainer.epochs=2",
+        "trainer.progress_bar=false",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env={"RAY_ADDRESS": ""},
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    needs = f"trainer.num_workers={workers} needs {workers + 1} CPUs and this machine has"
+    assert needs in result.stdout + result.stderr
+    report = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert report["training"]["world_size"] == workers
