@@ -80,4 +80,12 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    from pathlib import Path
+
+    from runner.config import unknown_group_option
+
+    problem = unknown_group_option(sys.argv[1:], Path(__file__).resolve().parent / "conf")
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
     main()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -658,21 +659,67 @@ def check_config(cfg: DictConfig) -> RunConfig:
 
 
 def register_configs() -> None:
+    # Schemas live under schema/<group>, not in the groups themselves: Hydra lists a group's
+    # every entry as its options (`processor=spark` answered with arrow_schema, ...).
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=RunConfig)
-    cs.store(group="backend", name="local_schema", node=LocalBackendConfig)
-    cs.store(group="backend", name="ray_schema", node=RayBackendConfig)
-    cs.store(group="backend", name="auto_schema", node=AutoBackendConfig)
-    cs.store(group="backend", name="horovod_schema", node=HorovodBackendConfig)
-    cs.store(group="processor", name="pandas_schema", node=PandasProcessorConfig)
-    cs.store(group="processor", name="dask_schema", node=DaskProcessorConfig)
-    cs.store(group="processor", name="arrow_schema", node=ArrowProcessorConfig)
-    cs.store(group="processor", name="modin_schema", node=ModinProcessorConfig)
-    cs.store(group="processor", name="auto_schema", node=AutoProcessorConfig)
-    cs.store(group="trainer", name="trainer_schema", node=TrainerConfig)
-    cs.store(group="loader", name="local_schema", node=LocalLoaderConfig)
-    cs.store(group="loader", name="ray_schema", node=RayLoaderConfig)
-    cs.store(group="loader", name="auto_schema", node=AutoLoaderConfig)
-    cs.store(group="dataset", name="dataset_schema", node=DatasetConfig)
+    cs.store(group="schema/backend", name="local", node=LocalBackendConfig)
+    cs.store(group="schema/backend", name="ray", node=RayBackendConfig)
+    cs.store(group="schema/backend", name="auto", node=AutoBackendConfig)
+    cs.store(group="schema/backend", name="horovod", node=HorovodBackendConfig)
+    cs.store(group="schema/processor", name="pandas", node=PandasProcessorConfig)
+    cs.store(group="schema/processor", name="dask", node=DaskProcessorConfig)
+    cs.store(group="schema/processor", name="arrow", node=ArrowProcessorConfig)
+    cs.store(group="schema/processor", name="modin", node=ModinProcessorConfig)
+    cs.store(group="schema/processor", name="auto", node=AutoProcessorConfig)
+    cs.store(group="schema/trainer", name="trainer", node=TrainerConfig)
+    cs.store(group="schema/loader", name="local", node=LocalLoaderConfig)
+    cs.store(group="schema/loader", name="ray", node=RayLoaderConfig)
+    cs.store(group="schema/loader", name="auto", node=AutoLoaderConfig)
+    cs.store(group="schema/dataset", name="dataset", node=DatasetConfig)
+    cs.store(group="schema/model", name="model", node=ModelConfig)
+    # What model configs written before 0.2 (command=init's, the docs') name in their defaults.
     cs.store(group="model", name="model_schema", node=ModelConfig)
-    cs.store(group="logger", name="logger_schema", node=LoggerConfig)
+    cs.store(group="schema/logger", name="logger", node=LoggerConfig)
+
+
+def unknown_group_option(args: list[str], conf_dir: Path) -> str | None:
+    """`processor=spark` (or `trainer=ddp,spark` in a sweep): the one line that names the
+    override and the group's real options, said before Hydra's own message (the options, then
+    its search path). None when every group option exists, or when this cannot tell: a config
+    dir or search path of the user's adds options, or the override syntax is Hydra's to judge."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ValueType
+
+    if any(a.startswith(("--config-dir", "-cd", "hydra.searchpath")) for a in args):
+        return None
+    try:
+        overrides = OverridesParser.create().parse_overrides(
+            [a for a in args if not a.startswith("-")]
+        )
+    except Exception:  # noqa: BLE001 - Hydra reports a syntax error itself
+        return None
+    groups = {
+        d.name: sorted(f.stem for f in d.glob("*.yaml"))
+        for d in conf_dir.iterdir()
+        if d.is_dir() and d.name != "hydra"
+    }
+    for override in overrides:
+        options = groups.get(override.key_or_group)
+        if options is None or override.is_delete():
+            continue
+        if override.value_type == ValueType.ELEMENT:
+            values = [override.get_value_element_as_str()]
+        elif override.value_type == ValueType.SIMPLE_CHOICE_SWEEP:
+            values = [str(v) for v in override.value().list]
+        else:
+            continue  # glob(), range(): Hydra expands them against the options itself
+        for value in values:
+            if value not in options:
+                close = difflib.get_close_matches(value, options, n=1)
+                hint = f"did you mean {override.key_or_group}={close[0]}? " if close else ""
+                return (
+                    f"{override.key_or_group}={value} is not an option; {hint}the options of "
+                    f"{override.key_or_group} are: {', '.join(options)}"
+                )
+    return None

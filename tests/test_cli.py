@@ -134,6 +134,15 @@ BAD_INPUTS = {
         ["dataset.path={d}/good.csv", "trainer.learning_rate=-1"],
         "trainer.learning_rate=-1.0 is out of range: it must be > 0",
     ),
+    "unknown group option": (
+        ["dataset.path={d}/good.csv", "processor=spark"],
+        "processor=spark is not an option; the options of processor are: arrow, auto, dask, "
+        "modin, pandas",
+    ),
+    "misspelt group option": (
+        ["dataset.path={d}/good.csv", "trainer=horovd"],
+        "trainer=horovd is not an option; did you mean trainer=horovod?",
+    ),
     "zero batch size": (
         ["dataset.path={d}/good.csv", "trainer.batch_size=0"],
         "trainer.batch_size=0 is out of range: it must be at least 1",
