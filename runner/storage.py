@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from collections.abc import Iterator
@@ -146,6 +147,34 @@ def write_frame(frame, path) -> None:
 
 def _bucket(url: str) -> str:
     return url.split("://", 1)[-1].split("/", 1)[0]
+
+
+@contextlib.contextmanager
+def local_write_errors(url: str, key: str) -> Iterator[None]:
+    """A local directory the run cannot write (no permission, read-only, missing parent, full
+    disk) as one line naming it and the config key; other errors pass through."""
+    if "://" in url and not url.startswith("file://"):
+        yield
+        return
+    root = url.removeprefix("file://")
+    try:
+        yield
+    except UserError:
+        raise
+    except OSError as error:
+        text = str(error)
+        full = error.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in text
+        ours = str(error.filename or "").startswith(root) or root in text
+        if not (full or (ours and error.errno in UNWRITABLE)):
+            raise
+        why = "the disk is full" if full else (error.strerror or text.splitlines()[0])
+        raise UserError(
+            f"cannot write to {root} ({why}); set {key} to a writable directory with room "
+            "for the processed splits"
+        ) from None
+
+
+UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR}
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """The preprocessing cache: hit, miss, rebuild, atomic publish, one build under concurrency."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -204,3 +205,53 @@ def test_concurrent_runs_build_once(tmp_path, cache_dir):
     assert sum("cache miss" in log for log in logs) == 1, logs
     assert sum("cache hit" in log for log in logs) == 2, logs
     assert len(entries(cache_dir)) == 1
+
+
+def test_an_unwritable_cache_dir_is_one_line(tmp_path):
+    from helpers import run_cli
+
+    result = run_cli(
+        "cache_dir=/proc/no-cache-here",  # no one, root included, may create a directory there
+        "dataset.synthetic_rows=500",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: cannot write to /proc/no-cache-here (No such file or directory); set cache_dir "
+        "to a writable directory with room for the processed splits"
+    ]
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.needs_root
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root: mounts a tmpfs"
+)
+def test_a_full_disk_is_one_line_and_leaves_no_entry_a_later_run_trusts(tmp_path):
+    """The cache on a 200 KiB tmpfs: the build runs out of space mid-write. One error line, no
+    entry with a meta.json; the same cache_dir with room again builds and trains."""
+    from helpers import run_cli
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(disk)], check=True)
+    try:
+        args = ["dataset.synthetic_rows=20000", "trainer.epochs=1", "trainer.progress_bar=false"]
+        full = run_cli(*args, f"cache_dir={disk / 'cache'}", f"hydra.run.dir={tmp_path / 'a'}")
+        assert full.returncode == 2, full.stderr[-3000:]
+        errors = [line for line in full.stderr.splitlines() if line.startswith("error:")]
+        assert errors == [
+            f"error: cannot write to {disk / 'cache'} (the disk is full); set cache_dir to a "
+            "writable directory with room for the processed splits"
+        ]
+        assert "Traceback" not in full.stderr
+        assert not list((disk / "cache").glob("*/meta.json"))
+        assert not list((disk / "cache").glob("*/data-*"))  # the partial build is gone
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        again = run_cli(*args, f"cache_dir={disk / 'cache'}", f"hydra.run.dir={tmp_path / 'b'}")
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "cache miss" in again.stderr + again.stdout
+        assert len(list((disk / "cache").glob("*/meta.json"))) == 1
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -25,7 +25,7 @@ from runner.processing.features import (
 )
 from runner.processing.source import DataSource
 from runner.processing.split import SPLIT_NAMES, assign_splits, validate_split
-from runner.storage import Location, storage_errors
+from runner.storage import Location, local_write_errors, storage_errors
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,10 @@ def preprocess(
     validate_split(split)
     started = time.perf_counter()
     cache = PreprocessingCache(cache_dir, cache_options)
-    with storage_errors(cache.root.url, "cache_credentials"):
+    with (
+        storage_errors(cache.root.url, "cache_credentials"),
+        local_write_errors(cache.root.url, "cache_dir"),
+    ):
         cache.check()
         return _preprocess(processor, source, features, split, cache, started)
 
