@@ -85,7 +85,7 @@ def model_config(frame: pd.DataFrame, columns, table: Table) -> tuple[dict, dict
     """The model config a user would write (feature types named), and the types by column."""
     inputs = [{"name": c, "type": feature_type(frame[c], table)} for c in columns]
     model = {
-        "defaults": ["/schema/model/model@_here_", "_self_"],
+        "defaults": ["/model_schema@_here_", "_self_"],
         "input_features": inputs,
         "output_features": [{"name": TARGET, "type": OUTPUT_TYPE[table.task]}],
     }

@@ -659,28 +659,28 @@ def check_config(cfg: DictConfig) -> RunConfig:
 
 
 def register_configs() -> None:
-    # Schemas live under schema/<group>, not in the groups themselves: Hydra lists a group's
-    # every entry as its options (`processor=spark` answered with arrow_schema, ...).
+    # Schemas live at the root (<group>_<option>_schema), not in the groups: Hydra lists a
+    # group's every entry as its options, in --help and in its errors.
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=RunConfig)
-    cs.store(group="schema/backend", name="local", node=LocalBackendConfig)
-    cs.store(group="schema/backend", name="ray", node=RayBackendConfig)
-    cs.store(group="schema/backend", name="auto", node=AutoBackendConfig)
-    cs.store(group="schema/backend", name="horovod", node=HorovodBackendConfig)
-    cs.store(group="schema/processor", name="pandas", node=PandasProcessorConfig)
-    cs.store(group="schema/processor", name="dask", node=DaskProcessorConfig)
-    cs.store(group="schema/processor", name="arrow", node=ArrowProcessorConfig)
-    cs.store(group="schema/processor", name="modin", node=ModinProcessorConfig)
-    cs.store(group="schema/processor", name="auto", node=AutoProcessorConfig)
-    cs.store(group="schema/trainer", name="trainer", node=TrainerConfig)
-    cs.store(group="schema/loader", name="local", node=LocalLoaderConfig)
-    cs.store(group="schema/loader", name="ray", node=RayLoaderConfig)
-    cs.store(group="schema/loader", name="auto", node=AutoLoaderConfig)
-    cs.store(group="schema/dataset", name="dataset", node=DatasetConfig)
-    cs.store(group="schema/model", name="model", node=ModelConfig)
+    cs.store(name="backend_local_schema", node=LocalBackendConfig)
+    cs.store(name="backend_ray_schema", node=RayBackendConfig)
+    cs.store(name="backend_auto_schema", node=AutoBackendConfig)
+    cs.store(name="backend_horovod_schema", node=HorovodBackendConfig)
+    cs.store(name="processor_pandas_schema", node=PandasProcessorConfig)
+    cs.store(name="processor_dask_schema", node=DaskProcessorConfig)
+    cs.store(name="processor_arrow_schema", node=ArrowProcessorConfig)
+    cs.store(name="processor_modin_schema", node=ModinProcessorConfig)
+    cs.store(name="processor_auto_schema", node=AutoProcessorConfig)
+    cs.store(name="trainer_schema", node=TrainerConfig)
+    cs.store(name="loader_local_schema", node=LocalLoaderConfig)
+    cs.store(name="loader_ray_schema", node=RayLoaderConfig)
+    cs.store(name="loader_auto_schema", node=AutoLoaderConfig)
+    cs.store(name="dataset_schema", node=DatasetConfig)
+    cs.store(name="model_schema", node=ModelConfig)
     # What model configs written before 0.2 (command=init's, the docs') name in their defaults.
     cs.store(group="model", name="model_schema", node=ModelConfig)
-    cs.store(group="schema/logger", name="logger", node=LoggerConfig)
+    cs.store(name="logger_schema", node=LoggerConfig)
 
 
 def unknown_group_option(args: list[str], conf_dir: Path) -> str | None:

@@ -173,3 +173,11 @@ def test_bad_input_is_one_clear_line(tmp_path, case):
     for name in OUTPUTS:
         assert not (run_dir / name).exists(), name
     assert not list(cache.glob("*/meta.json")) and not list(cache.glob("*/data-*"))
+
+
+def test_help_lists_only_real_options():
+    result = run_cli("--help")
+    assert result.returncode == 0
+    assert "processor: arrow, auto, dask, modin, pandas" in result.stdout
+    assert "backend: auto, horovod, local, ray" in result.stdout
+    assert "_schema" not in result.stdout.replace("model_schema", "")  # kept for old configs

@@ -117,7 +117,7 @@ def test_model_yaml_loads_back_as_the_model_config_with_reasons():
     decisions = infer_types(table, target=["price"])
     text = model_yaml(decisions, ["price"], "houses.csv")
     loaded = yaml.safe_load(text)
-    assert loaded["defaults"] == ["/schema/model/model@_here_", "_self_"]
+    assert loaded["defaults"] == ["/model_schema@_here_", "_self_"]
     config = model_config(decisions, ["price"])
     assert loaded["input_features"] == config["input_features"]
     assert loaded["output_features"] == [{"name": "price", "type": "number"}]

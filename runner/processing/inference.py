@@ -280,7 +280,7 @@ def model_yaml(decisions: list[Inferred], target: list[str], source: str) -> str
         f"# Inferred from {source}. Edit the types and keep it as <dir>/model/<name>.yaml, then:",
         "#   python run.py --config-dir <dir> model=<name> dataset.path=...",
         "defaults:",
-        "  - /schema/model/model@_here_",
+        "  - /model_schema@_here_",
         "  - _self_",
     ]
     config = model_config(decisions, target)
