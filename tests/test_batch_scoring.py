@@ -254,3 +254,58 @@ def test_wrong_type_on_ray_from_the_cli(trained, tmp_path):
         "fix the value or declare 'size' as type category"
     ]
     assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith("predictions")]
+
+
+@pytest.mark.slow
+def test_an_actor_killed_mid_run_is_replaced_and_every_row_is_scored_once(tmp_path, trained):
+    """SIGKILL of a scoring actor's process once the first parts are written: Ray restarts the
+    actor and retries its batches (Ray Data's actor pool: max_restarts and max_task_retries
+    -1); the predictions hold every row exactly once (a retried batch rewrites its own part,
+    named by its first row), and nothing is left staged."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import psutil
+
+    root, _ = trained
+    rows = 60000
+    mixed_table(rows, seed=7).to_csv(tmp_path / "big.csv", index=False)
+    run_dir = tmp_path / "predict"
+    killed = []
+
+    def kill_an_actor_once_parts_appear():
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            if list(run_dir.glob("predictions.partial-*/part-*")):
+                # Ray titles an actor's process after its class: ray::MapWorker(...PartitionScorer)
+                actors = [
+                    p.pid
+                    for p in psutil.process_iter(["cmdline"])
+                    if "PartitionScorer" in " ".join(p.info["cmdline"] or [])
+                ]
+                if actors:
+                    os.kill(actors[0], signal.SIGKILL)
+                    killed.append(actors[0])
+                    return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_an_actor_once_parts_appear)
+    killer.start()
+    run_experiment(
+        run_dir,
+        root / "cache",
+        "command=predict",
+        f"model_dir={root / 'train' / 'model'}",
+        f"dataset.path={tmp_path / 'big.csv'}",
+        "backend=ray",
+        "trainer.num_workers=2",
+        "trainer.resources_per_worker={CPU: 0.5}",
+        "predict.batch_size=500",
+    )
+    killer.join()
+    assert killed, "no scoring actor was found to kill"
+    got = _predictions(run_dir)
+    assert got["row"].tolist() == list(range(rows))  # every row, once
+    assert not list(run_dir.glob("predictions.partial-*"))
