@@ -360,6 +360,51 @@ def render_markdown(figures: dict) -> str:
                 "<= 1.05x",
                 "s",
             )
+    load = s.get("soak", {}).get("two minutes of load")
+    if load:
+        for minute, m in load["per_minute"].items():
+            row(
+                f"serve under load ({load['clients']} clients): minute {minute} p99 vs p50 latency",
+                f"{m['requests']} requests",
+                m["p99_ms"],
+                m["p50_ms"],
+                ratio(m["p99_ms"], m["p50_ms"]),
+                "",
+                " ms",
+            )
+        row(
+            "serve under load: 5xx answers, requests failed after retries",
+            f"{load['requests']} requests",
+            f"{load['answers_5xx']}, {load['failed_after_retries']}",
+            None,
+            None,
+            "0, 0",
+        )
+        for n in range(2):
+            first = load.get(f"replica_{n}_rss_mb_first_10s")
+            last = load.get(f"replica_{n}_rss_mb_last_10s")
+            if first and last:
+                row(
+                    f"serve under load: replica {n} memory, last 10 s vs first",
+                    f"{load['seconds']:.0f} s",
+                    last,
+                    first,
+                    ratio(last, first),
+                    "within 1.1x",
+                    " MB",
+                )
+    lost = s.get("soak", {}).get("a replica killed under load")
+    if lost:
+        row(
+            "replica SIGKILLed under load: seconds until 2 running again; requests retried",
+            f"{lost['requests']} requests",
+            lost.get("recovered_after_s"),
+            None,
+            None,
+            f"retried {lost['retried']}, failed twice {lost['failed_more_than_once']}, "
+            f"lost {lost['failed_after_retries']}",
+            " s",
+        )
     one, two = s.get("serving", {}).get("1 replica(s)"), s.get("serving", {}).get("2 replica(s)")
     if one and two:
         row(

@@ -470,7 +470,7 @@ def main(argv: list[str] | None = None) -> None:
         "--skip",
         default="",
         help="comma-separated sections to skip: processors,ray,scaling,overhead,ooc,sweeps,tune,"
-        "serving,prediction,results",
+        "serving,prediction,results,soak",
     )
     parser.add_argument(
         "--only",
@@ -517,6 +517,8 @@ def main(argv: list[str] | None = None) -> None:
             prediction_section(suite, work, args.smoke)
         if "results" in only:
             results_section(suite, work, args.smoke)
+        if "soak" in only:
+            soak_section(suite, work, args.smoke)
         suite.write()
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -556,6 +558,8 @@ def main(argv: list[str] | None = None) -> None:
         prediction_section(suite, work, args.smoke)
     if "results" not in skip:
         results_section(suite, work, args.smoke)
+    if "soak" not in skip:
+        soak_section(suite, work, args.smoke)
     suite.write()
 
 
@@ -570,6 +574,14 @@ def prediction_section(suite, work: Path, smoke: bool) -> None:
     suite.figures["sections"].pop("prediction", None)
     for name, figures in prediction_figures(work, data, measure).items():
         suite.record("prediction", name, figures)
+
+
+def soak_section(suite, work: Path, smoke: bool) -> None:
+    from bench.soak import soak_figures
+
+    suite.figures["sections"].pop("soak", None)
+    for name, figures in soak_figures(work, smoke).items():
+        suite.record("soak", name, figures)
 
 
 def results_section(suite, work: Path, smoke: bool) -> None:

@@ -148,7 +148,10 @@ def rows_of(model, n=None) -> list[dict]:
 
 @pytest.mark.distributed
 def test_health_and_schema(server):
-    assert requests.get(f"{server}/health", timeout=10).json() == {"status": "ok"}
+    assert requests.get(f"{server}/health", timeout=10).json() == {
+        "status": "ok",
+        "replicas": {"RUNNING": 1},
+    }
     schema = requests.get(f"{server}/schema", timeout=10).json()
     assert {"name": "shape", "type": "category"} in schema["inputs"]
     grade = next(o for o in schema["outputs"] if o["name"] == "grade")

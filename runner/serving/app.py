@@ -1,6 +1,8 @@
 """The HTTP face of a trained model: a Ray Serve deployment with a FastAPI ingress.
 
-GET /health    200 {"status": "ok"} once the replica has loaded the model
+GET /health    200 {"status": "ok", "replicas": {"RUNNING": 2}} once the replica has loaded
+               the model; "replicas": the deployment's replicas by state, so a replica that
+               died and is being replaced shows (e.g. {"RUNNING": 1, "STARTING": 1})
 GET /schema    the inputs with their types, the outputs with their classes
 POST /predict  a JSON array of row objects -> a JSON array with one object per row,
                keyed like the prediction columns (<output>_prediction, probabilities)
@@ -24,6 +26,8 @@ from runner.errors import UserError
 from runner.scoring.predictor import Predictor
 
 api = FastAPI(title="tabular-runner model")
+APP_NAME = "tabular-runner"
+DEPLOYMENT = "model"
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -47,7 +51,16 @@ def _plain(value):
     return value
 
 
-@serve.deployment(name="model")
+def _replica_states() -> dict[str, int]:
+    """The deployment's replicas by state, from Serve's controller ({} if it cannot say)."""
+    try:
+        deployment = serve.status().applications[APP_NAME].deployments[DEPLOYMENT]
+    except Exception:  # noqa: BLE001 - health must answer even when the controller is busy
+        return {}
+    return {str(getattr(k, "value", k)): int(v) for k, v in deployment.replica_states.items()}
+
+
+@serve.deployment(name=DEPLOYMENT)
 @serve.ingress(api)
 class ModelServer:
     def __init__(
@@ -58,9 +71,14 @@ class ModelServer:
         self.predict_batch.set_max_batch_size(max_batch_size)
         self.predict_batch.set_batch_wait_timeout_s(batch_wait_timeout_s)
 
+    def check_health(self) -> None:
+        """Serve's periodic probe: a replica without its model is restarted."""
+        if self.predictor is None:
+            raise RuntimeError("the model is not loaded")
+
     @api.get("/health")
     def health(self) -> dict:
-        return {"status": "ok"}
+        return {"status": "ok", "replicas": _replica_states()}
 
     @api.get("/schema")
     def schema(self) -> dict:

@@ -13,7 +13,6 @@ from runner.runtime import require_ray
 from runner.scoring.predictor import Predictor
 
 log = logging.getLogger(__name__)
-APP_NAME = "tabular-runner"
 
 
 def replica_options(settings: ServeConfig) -> dict:
@@ -29,7 +28,7 @@ def deploy(settings: ServeConfig, model_dir: str) -> str:
     """Deploys the model (replicas ready when this returns); returns the server's URL."""
     from ray import serve
 
-    from runner.serving.app import ModelServer
+    from runner.serving.app import APP_NAME, ModelServer
 
     model_dir = str(Path(model_dir).expanduser().resolve())  # replicas run elsewhere
     Predictor.load(model_dir)  # a bad model_dir fails here, in one line, before Serve starts

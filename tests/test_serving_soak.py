@@ -1,0 +1,120 @@
+"""`python run.py command=serve` under a minute of traffic, a replica SIGKILLed under load,
+and SIGTERM while requests are in flight: real processes, a real HTTP client."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import requests
+from helpers import ROOT, free_port, run_experiment
+
+sys.path.insert(0, str(ROOT))  # the bench's load generator is the tests' too
+from bench.soak import Soak, replica_pids  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A model served by the command itself: its own Ray, 2 replicas of half a CPU each."""
+    work = tmp_path_factory.mktemp("soak")
+    run_experiment(
+        work / "train",
+        work / "cache",
+        "command=train",
+        "backend=local",
+        "dataset.synthetic_rows=3000",
+        "trainer.epochs=2",
+    )
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "command=serve",
+            f"model_dir={work / 'train' / 'model'}",
+            f"serve.port={port}",
+            "serve.num_replicas=2",
+            "serve.resources_per_replica={CPU:0.5}",
+            "backend.ray.num_cpus=2",
+            f"hydra.run.dir={work / 'serve'}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while True:
+        try:
+            health = requests.get(f"{url}/health", timeout=2).json()
+            if health.get("replicas") == {"RUNNING": 2}:
+                break
+        except (requests.RequestException, ValueError):
+            pass
+        if process.poll() is not None or time.time() > deadline:
+            process.kill()
+            pytest.fail(f"the server did not come up:\n{process.communicate()[0][-3000:]}")
+        time.sleep(0.5)
+    from runner.processing.synthetic import make_synthetic
+
+    rows = make_synthetic(2000, 3).drop(columns=["label"])
+    yield process, url, json.loads(rows.to_json(orient="records"))  # as a client sends them
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
+def test_a_minute_of_traffic_gets_no_5xx_and_flat_memory(served):
+    _, url, rows = served
+    result = Soak(url, rows, clients=3).run(seconds=60)
+    assert result["requests"] > 300, result
+    assert result["answers_5xx"] == 0 and result["no_answer"] == 0, result
+    assert result["failed_after_retries"] == 0, result
+    assert result["per_minute"] and all(m["p99_ms"] > 0 for m in result["per_minute"].values())
+    firsts = sorted(k for k in result if k.endswith("_first_10s"))
+    assert len(firsts) == 2, result  # both replicas sampled for the whole minute
+    for first in firsts:
+        last = first.replace("_first_10s", "_last_10s")
+        assert abs(result[last] - result[first]) <= 0.10 * result[first], result
+
+
+def test_a_replica_killed_under_load_is_replaced_and_retries_succeed(served):
+    _, url, rows = served
+    before = replica_pids()
+    assert len(before) == 2
+    result = Soak(url, rows, clients=3).run(seconds=30, kill_at=5)
+    assert result["failed_after_retries"] == 0, result  # clients that retry succeed
+    assert result["failed_more_than_once"] == 0, result  # in flight: failed at most once
+    assert result["recovered_after_s"] is not None, result  # /health showed it, then 2 RUNNING
+    after = replica_pids()
+    assert len(after) == 2 and set(after) != set(before)  # a new process took the dead one's place
+    assert requests.get(f"{url}/health", timeout=10).json()["replicas"] == {"RUNNING": 2}
+
+
+def test_sigterm_drains_the_requests_in_flight(served):
+    process, url, rows = served
+    answers = []
+
+    def post():
+        try:
+            answers.append(requests.post(f"{url}/predict", json=rows, timeout=60).status_code)
+        except requests.RequestException as error:
+            answers.append(repr(error))
+
+    clients = [threading.Thread(target=post) for _ in range(6)]
+    for client in clients:
+        client.start()
+    time.sleep(0.3)  # the requests are at the server
+    process.send_signal(signal.SIGTERM)
+    for client in clients:
+        client.join(timeout=90)
+    output = process.communicate(timeout=120)[0]
+    assert answers == [200] * 6, answers
+    assert process.returncode == 0, output[-3000:]
