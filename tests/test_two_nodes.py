@@ -154,3 +154,59 @@ def test_design_card_command_against_the_cluster(two_nodes, tmp_path):
     report = json.loads((run_dir / "metrics.json").read_text())
     assert report["training"]["world_size"] == 2
     assert len(set(worker_nodes(run_dir))) == 2  # spread is the default on CPU
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", ["horovod", "ddp"])
+def test_a_lost_node_costs_an_attempt_not_the_run(two_nodes, tmp_path, caplog, trainer):
+    """The worker node, holding one of two training workers, is removed (its raylet and
+    processes stopped) once the first epoch's checkpoint is written: the run retries on what
+    remains (both workers of half a CPU fit on the head), resumes from that checkpoint and
+    finishes every epoch with metrics. Runs last here: the node is added back afterwards."""
+    import threading
+    import time
+
+    cluster, _ = two_nodes
+    worker = next(iter(cluster.worker_nodes))  # the one added back by an earlier case, perhaps
+    wait_until_idle()
+    run_dir = tmp_path / "run"
+    removed = []
+
+    def remove_the_worker_node():
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            if (run_dir / "checkpoints" / "last.pt").exists() and len(
+                set(worker_nodes(run_dir))
+            ) == 2:
+                cluster.remove_node(worker, allow_graceful=False)
+                removed.append(time.time())
+                return
+            time.sleep(0.1)
+
+    remover = threading.Thread(target=remove_the_worker_node)
+    remover.start()
+    try:
+        with caplog.at_level("INFO"):
+            metrics = run_experiment(
+                run_dir,
+                tmp_path / "cache",
+                "backend=ray",
+                f"trainer={trainer}",
+                "trainer.num_workers=2",
+                "trainer.resources_per_worker={CPU:0.5}",
+                "dataset.synthetic_rows=20000",
+                "trainer.epochs=12",
+                "trainer.early_stopping.patience=0",
+                "loader=local",
+            )
+        remover.join()
+        assert removed, "the worker node was never removed"
+        assert "a training worker failed" in caplog.text and "retry 1/3 from" in caplog.text
+        report = json.loads((run_dir / "metrics.json").read_text())
+        assert report["training"]["epochs_run"] == 12
+        assert report["training"]["resumed_at_epoch"] >= 1  # from the checkpoint, not the start
+        assert metrics["test"]["label/roc_auc"] > 0.75
+    finally:
+        remover.join()
+        cluster.add_node(num_cpus=1, resources={"second": 1}, object_store_memory=150 * 2**20)
+        cluster.wait_for_nodes()
