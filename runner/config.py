@@ -578,7 +578,32 @@ class MlflowConfig:
 
     def __post_init__(self):
         _require(bool(self.experiment_name), "logger.mlflow.experiment_name", "not empty", "")
+        scheme = (
+            (self.tracking_uri or "").split("://", 1)[0]
+            if "://" in (self.tracking_uri or "")
+            else ""
+        )
+        if scheme.split("+", 1)[0] not in MLFLOW_SCHEMES:
+            raise UserError(
+                f"logger.mlflow.tracking_uri={self.tracking_uri} is not a store MLflow knows; use "
+                "http(s)://host:port (a server), sqlite:///path.db, postgresql://, mysql://, "
+                "mssql://, file:///dir or databricks (or null: outputs/mlflow.db)"
+            )
         self.tags = {str(k): str(v) for k, v in self.tags.items()}
+
+
+# What MLflow's tracking client can open ("": a plain path, or no URI: the default).
+MLFLOW_SCHEMES = (
+    "",
+    "http",
+    "https",
+    "sqlite",
+    "postgresql",
+    "mysql",
+    "mssql",
+    "file",
+    "databricks",
+)
 
 
 @dataclass

@@ -100,6 +100,10 @@ def write_bad_inputs(d):
     one_class = good.assign(good=True)
     one_class.to_csv(d / "one_class.csv", index=False)
     good.to_csv(d / "good.csv", index=False)
+    (d / "bad.csv.gz").write_bytes(b"not gzip at all")
+    good.to_parquet(d / "whole.parquet")
+    whole = (d / "whole.parquet").read_bytes()
+    (d / "truncated.parquet").write_bytes(whole[: len(whole) // 2])
 
 
 BAD_INPUTS = {
@@ -143,6 +147,108 @@ BAD_INPUTS = {
         ["dataset.path={d}/good.csv", "trainer=horovd"],
         "trainer=horovd is not an option; did you mean trainer=horovod?",
     ),
+    "target not a column": (
+        ["NO_MODEL", "dataset.path={d}/good.csv", "dataset.target=height"],
+        "dataset.target=height is not a column of {d}/good.csv; set dataset.target to the column "
+        "to predict, one of: size, weight, shape,",
+    ),
+    "not gzip": (
+        ["NO_MODEL", "dataset.path={d}/bad.csv.gz", "dataset.target=good"],
+        "cannot read {d}/bad.csv.gz as gz-compressed csv: Not a gzipped file",
+    ),
+    "truncated parquet": (
+        ["NO_MODEL", "dataset.path={d}/truncated.parquet", "dataset.target=good"],
+        "cannot read {d}/truncated.parquet as parquet",
+    ),
+    "no model dir to predict with": (
+        ["command=predict", "model_dir={d}/nope", "dataset.path={d}/good.csv"],
+        "model_dir={d}/nope is not a model directory",
+    ),
+    "unknown split method": (
+        ["dataset.path={d}/good.csv", "dataset.split.method=sideways"],
+        "unknown dataset.split.method 'sideways'; use 'random' or 'column'",
+    ),
+    "split by column, no column": (
+        ["dataset.path={d}/good.csv", "dataset.split.method=column"],
+        "dataset.split.method=column needs dataset.split.column=<name of the split column>",
+    ),
+    "split column not a column": (
+        ["dataset.path={d}/good.csv", "dataset.split.method=column", "dataset.split.column=fold"],
+        "split column 'fold' is not a column of {d}/good.csv",
+    ),
+    "split ratios": (
+        ["dataset.path={d}/good.csv", "dataset.split.ratios=[0.5,0.6,0.1]"],
+        "dataset.split.ratios=[0.5, 0.6, 0.1] must be three non-negative numbers",
+    ),
+    "one process, several workers": (
+        ["dataset.path={d}/good.csv", "trainer=local", "trainer.num_workers=2"],
+        "trainer=local trains in one process, but trainer.num_workers=2 asks for more",
+    ),
+    "several workers without Ray": (
+        ["dataset.path={d}/good.csv", "backend=local", "trainer.num_workers=2"],
+        "trainer.num_workers=2 trains several workers on Ray; add backend=ray",
+    ),
+    "unreachable Ray cluster": (
+        [
+            "dataset.path={d}/good.csv",
+            "backend=ray",
+            "backend.address=127.0.0.1:9",
+            "backend.connect_timeout_s=1",
+        ],
+        "cannot reach a Ray cluster at 127.0.0.1:9 within 1s",
+    ),
+    "init with the features given": (
+        ["dataset.path={d}/good.csv", "command=init"],
+        "command=init writes the features it infers; this config already lists them",
+    ),
+    "unknown output type": (
+        [
+            "dataset.path={d}/good.csv",
+            "model.input_features=[{{name:size,type:number}}]",
+            "model.output_features=[{{name:good,type:vector}}]",
+        ],
+        "output feature 'good' has unknown type 'vector'; known output types: binary, category, "
+        "number, set",
+    ),
+    "unknown normalization": (
+        [
+            "dataset.path={d}/good.csv",
+            "model.input_features=[{{name:size,type:number,preprocessing:{{normalization:cubic}}}}]",
+        ],
+        "feature 'size' has normalization 'cubic'; use auto, robust, zscore",
+    ),
+    "unknown optimizer": (
+        ["dataset.path={d}/good.csv", "trainer.optimizer=adamax"],
+        "trainer.optimizer=adamax is unknown; use one of: adamw, adam, sgd",
+    ),
+    "unknown command": (
+        ["dataset.path={d}/good.csv", "command=fly"],
+        "command=fly is unknown; use one of: experiment, preprocess, train",
+    ),
+    "unknown precision": (
+        ["dataset.path={d}/good.csv", "trainer.precision=fp8"],
+        "trainer.precision=fp8 is unknown; use one of: 32, bf16, fp16",
+    ),
+    "unknown format": (
+        ["dataset.path={d}/good.csv", "dataset.format=xml"],
+        "dataset.format=xml is not supported",
+    ),
+    "dropout out of range": (
+        ["dataset.path={d}/good.csv", "model.dropout=1.5"],
+        "model.dropout=1.5 is out of range: it must be in [0, 1)",
+    ),
+    "resources not a mapping": (
+        ["dataset.path={d}/good.csv", "trainer.resources_per_worker=5"],
+        "trainer.resources_per_worker=5 must map resource names to amounts",
+    ),
+    "unknown MLflow store": (
+        ["dataset.path={d}/good.csv", "logger=mlflow", "logger.mlflow.tracking_uri=nosuch://x"],
+        "logger.mlflow.tracking_uri=nosuch://x is not a store MLflow knows",
+    ),
+    "unwritable cache_dir": (
+        ["dataset.path={d}/good.csv", "cache_dir=/proc/no-cache-here"],
+        "cannot write to /proc/no-cache-here (No such file or directory); set cache_dir",
+    ),
     "zero batch size": (
         ["dataset.path={d}/good.csv", "trainer.batch_size=0"],
         "trainer.batch_size=0 is out of range: it must be at least 1",
@@ -159,13 +265,18 @@ def test_bad_input_is_one_clear_line(tmp_path, case):
         "model.input_features=[{name:size,type:number},{name:shape,type:category}]",
         "model.output_features=[{name:good,type:binary}]",
     ]
-    given = [o.format(d=tmp_path) for o in overrides]
-    args = (
-        [*model, *given]
-        if not any(o.startswith("model.input") for o in given)
-        else [model[1], *given]
-    )
-    result = run_cli(*args, f"hydra.run.dir={run_dir}", f"cache_dir={cache}", "trainer.epochs=2")
+    given = [o.format(d=tmp_path) for o in overrides if o != "NO_MODEL"]
+    if "NO_MODEL" in overrides:  # model=auto: the features inferred from dataset.target
+        args = given
+    elif any(o.startswith("model.output") for o in given):
+        args = given
+    elif any(o.startswith("model.input") for o in given):
+        args = [model[1], *given]
+    else:
+        args = [*model, *given]
+    if not any(o.startswith("cache_dir=") for o in args):
+        args.append(f"cache_dir={cache}")
+    result = run_cli(*args, f"hydra.run.dir={run_dir}", "trainer.epochs=2")
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and expected.format(d=tmp_path) in errors[0], result.stderr
