@@ -52,6 +52,7 @@ def test_every_figure_is_produced(tmp_path):
         "tune",
         "serving",
         "results",
+        "soak",
     }
     assert expected <= set(figures), sorted(figures)
     size = "2k"
@@ -84,12 +85,17 @@ def test_every_figure_is_produced(tmp_path):
     for replicas in ("1 replica(s)", "2 replica(s)"):
         assert figures["serving"][replicas]["single_row_p99_ms"] > 0
         assert figures["serving"][replicas]["batch_rows_per_second"] > 0
+    soak = figures["soak"]
+    assert soak["two minutes of load"]["answered"] > 0
+    assert soak["a replica killed under load"]["killed_at_s"] > 0
     results = figures["results"]["default experiment"]
     for variant in ("bare", "default", "mlflow"):
         assert results[f"{variant}_wall_seconds"] > 0
     table = (out / "figures.md").read_text()
     for row in (
-        "results' cost: default experiment with + logger=mlflow vs without",
+        "results' cost: default experiment with logger=mlflow vs without",
+        "serve under load: 5xx answers, requests failed after retries",
+        "replica SIGKILLed under load: seconds until 2 running again",
         "preprocessing rows/s (pandas)",
         "training samples/s (local trainer)",
         "whole experiment wall",
