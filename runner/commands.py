@@ -79,13 +79,11 @@ def _mlflow_sidecar(cfg: DictConfig, run_dir: str | Path, child):
     settings = OmegaConf.select(cfg, "logger.mlflow")
     if settings is None:
         return None
-    from runner.tracking.mlflow_run import SweepTrial, default_tracking_uri
+    from runner.tracking.mlflow_run import SweepTrial, tracking_uri
     from runner.tracking.sidecar import MlflowSidecar
 
     trial = SweepTrial.current()
-    uri = settings.get("tracking_uri") or default_tracking_uri(
-        trial.sweep_dir if trial else run_dir
-    )
+    uri = tracking_uri(settings, trial.sweep_dir if trial else run_dir)  # unchecked keys: read only
     return MlflowSidecar(str(uri), child)
 
 

@@ -560,6 +560,20 @@ class ReportConfig:
         )
 
 
+# What MLflow's tracking client can open ("": a plain path, or no URI: the default).
+MLFLOW_SCHEMES = (
+    "",
+    "http",
+    "https",
+    "sqlite",
+    "postgresql",
+    "mysql",
+    "mssql",
+    "file",
+    "databricks",
+)
+
+
 @dataclass
 class MlflowConfig:
     """logger=mlflow: each run (and each sweep, with a child run per trial) in MLflow."""
@@ -578,11 +592,8 @@ class MlflowConfig:
 
     def __post_init__(self):
         _require(bool(self.experiment_name), "logger.mlflow.experiment_name", "not empty", "")
-        scheme = (
-            (self.tracking_uri or "").split("://", 1)[0]
-            if "://" in (self.tracking_uri or "")
-            else ""
-        )
+        uri = self.tracking_uri or ""
+        scheme = uri.split("://", 1)[0] if "://" in uri else ""
         if scheme.split("+", 1)[0] not in MLFLOW_SCHEMES:
             raise UserError(
                 f"logger.mlflow.tracking_uri={self.tracking_uri} is not a store MLflow knows; use "
@@ -590,20 +601,6 @@ class MlflowConfig:
                 "mssql://, file:///dir or databricks (or null: outputs/mlflow.db)"
             )
         self.tags = {str(k): str(v) for k, v in self.tags.items()}
-
-
-# What MLflow's tracking client can open ("": a plain path, or no URI: the default).
-MLFLOW_SCHEMES = (
-    "",
-    "http",
-    "https",
-    "sqlite",
-    "postgresql",
-    "mysql",
-    "mssql",
-    "file",
-    "databricks",
-)
 
 
 @dataclass

@@ -170,8 +170,13 @@ def _base_tags(settings: MlflowConfig, tags: dict) -> dict[str, str]:
 class MlflowRun:
     """The driver's side of one run."""
 
-    def __init__(self, uri: str, run_id: str, settings: MlflowConfig):
-        self.uri, self.run_id, self.settings = uri, run_id, settings
+    def __init__(self, uri: str, experiment_id: str, run_id: str, settings: MlflowConfig):
+        self.uri, self.experiment_id, self.run_id, self.settings = (
+            uri,
+            experiment_id,
+            run_id,
+            settings,
+        )
         self.client = _client(uri)
 
     @classmethod
@@ -228,7 +233,7 @@ class MlflowRun:
             settings.experiment_name,
             redact_uri(uri),
         )
-        return cls(uri, run_id, settings)
+        return cls(uri, experiment, run_id, settings)
 
     def epochs(self) -> EpochLog:
         return EpochLog(self.uri, self.run_id)
@@ -269,19 +274,15 @@ class MlflowRun:
             save_pyfunc(model_dir, path)
             self.client.log_artifacts(self.run_id, str(path), "pyfunc")
 
-    def ui_hint(self) -> str:
-        """Where to look: the UI command for a local store, the run's page on a server."""
-        if self.uri.startswith(("http://", "https://")):
-            experiment = self.client.get_run(self.run_id).info.experiment_id
-            return (
-                f"{redact_uri(self.uri).rstrip('/')}/#/experiments/{experiment}/runs/{self.run_id}"
-            )
-        return (
-            f"run {self.run_id}; see it with: mlflow ui --backend-store-uri {redact_uri(self.uri)}"
-        )
-
     def finish(self, failed: bool = False) -> None:
         self.client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
+
+
+def ui_hint(uri: str, experiment_id: str, run_id: str) -> str:
+    """Where to look: the run's page on a server, the UI command for a local store."""
+    if uri.startswith(("http://", "https://")):
+        return f"{redact_uri(uri).rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"run {run_id}; see it with: mlflow ui --backend-store-uri {redact_uri(uri)}"
 
 
 def _sweep_parent_id(client, experiment: str, sweep_dir: str) -> str | None:
@@ -301,7 +302,7 @@ def open_sweep(settings: MlflowConfig, sweep_dir: Path, tags: dict) -> MlflowRun
     found = _sweep_parent_id(client, experiment, str(sweep_dir))
     if found:
         client.update_run(found, status="RUNNING")
-        return MlflowRun(uri, found, settings)
+        return MlflowRun(uri, experiment, found, settings)
     all_tags = {SWEEP_PARENT_TAG: str(sweep_dir), "runner.tracking_uri": uri, **tags}
     run = client.create_run(
         experiment,
@@ -309,4 +310,4 @@ def open_sweep(settings: MlflowConfig, sweep_dir: Path, tags: dict) -> MlflowRun
         run_name=settings.run_name or f"sweep {sweep_dir.name}",
     )
     log.info("mlflow: sweep run %s at %s", run.info.run_id, redact_uri(uri))
-    return MlflowRun(uri, run.info.run_id, settings)
+    return MlflowRun(uri, experiment, run.info.run_id, settings)

@@ -19,7 +19,7 @@ from runner.background import Background, BackgroundError, Pending, at_end
 from runner.config import MlflowConfig
 from runner.errors import UserError
 from runner.redact import redact_uri
-from runner.tracking.mlflow_run import EpochLog, SweepTrial
+from runner.tracking.mlflow_run import EpochLog, SweepTrial, ui_hint
 
 log = logging.getLogger(__name__)
 HERE = "runner.tracking.sidecar"
@@ -103,15 +103,7 @@ class MlflowSidecar:
 
     def ui_hint(self) -> str:
         started = self._start_reply()
-        if self.uri.startswith(("http://", "https://")):
-            return (
-                f"{redact_uri(self.uri).rstrip('/')}/#/experiments/{started['experiment_id']}"
-                f"/runs/{started['run_id']}"
-            )
-        return (
-            f"run {started['run_id']}; see it with: mlflow ui --backend-store-uri "
-            f"{redact_uri(self.uri)}"
-        )
+        return ui_hint(self.uri, started["experiment_id"], started["run_id"])
 
     def finish(self, failed: bool = False) -> None:
         """Waits for what is queued to be logged, then the run is closed FINISHED (FAILED)."""
@@ -175,10 +167,7 @@ def open_run(settings: dict, run_dir: str, config: dict, tags: dict, trial: dict
     )
     _RUN["run"] = run
     at_end(_abandoned)
-    return {
-        "run_id": run.run_id,
-        "experiment_id": run.client.get_run(run.run_id).info.experiment_id,
-    }
+    return {"run_id": run.run_id, "experiment_id": run.experiment_id}
 
 
 def _abandoned() -> None:
