@@ -4,6 +4,7 @@ from the command to a healthy server, single-row latency (p50, p99) and rows/s f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -53,12 +54,11 @@ def _rows(n: int) -> list[dict]:
     return json.loads(frame.to_json(orient="records"))
 
 
-def _measure(model_dir: Path, replicas: int, singles: int, batches: int) -> dict:
-    import requests
-
+@contextlib.contextmanager
+def served(model_dir: Path, replicas: int, name: str):
+    """`python run.py command=serve` on a Ray of its own (replicas of half a CPU each), as
+    (process, url); SIGTERM when the block ends."""
     port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    started = time.perf_counter()
     process = subprocess.Popen(
         [
             sys.executable,
@@ -69,7 +69,7 @@ def _measure(model_dir: Path, replicas: int, singles: int, batches: int) -> dict
             f"serve.num_replicas={replicas}",
             "serve.resources_per_replica={CPU:0.5}",
             "backend.ray.num_cpus=2",
-            f"hydra.run.dir={model_dir.parent.parent / f'serve-{replicas}'}",
+            f"hydra.run.dir={model_dir.parent.parent / name}",
         ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -77,6 +77,20 @@ def _measure(model_dir: Path, replicas: int, singles: int, batches: int) -> dict
         env={**os.environ, "RAY_ADDRESS": ""},
     )
     try:
+        yield process, f"http://127.0.0.1:{port}"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _measure(model_dir: Path, replicas: int, singles: int, batches: int) -> dict:
+    import requests
+
+    started = time.perf_counter()
+    with served(model_dir, replicas, f"serve-{replicas}") as (process, url):
         while True:
             try:
                 if requests.get(f"{url}/health", timeout=2).status_code == 200:
@@ -109,12 +123,6 @@ def _measure(model_dir: Path, replicas: int, singles: int, batches: int) -> dict
         ) as pool:  # concurrent clients, so that replicas can share the load
             list(pool.map(post, range(batches)))
         batch_seconds = time.perf_counter() - t
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
     ms = np.array(latencies) * 1000
     return {
         "replicas": replicas,

@@ -192,45 +192,18 @@ class Soak:
 
 
 def soak_figures(work, smoke: bool = False) -> dict:
-    """The bench's section: command=serve with 2 replicas of half a CPU, a minute of load
-    (3 clients, two minutes; smoke: 5 s), then 30 s of load with a replica SIGKILLed 5 s in."""
-    import json
-    import os
-    import signal
-    import subprocess
-    import sys
-
+    """The bench's section: command=serve with 2 replicas of half a CPU, two minutes of load
+    (3 clients; smoke: 5 s), then 30 s of load with a replica SIGKILLed 5 s in."""
     import requests
 
-    from bench.serving import ROOT, _free_port, _rows, _train
+    from bench.serving import _rows, _train, served
 
-    model_dir = _train(work)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "run.py"),
-            "command=serve",
-            f"model_dir={model_dir}",
-            f"serve.port={port}",
-            "serve.num_replicas=2",
-            "serve.resources_per_replica={CPU:0.5}",
-            "backend.ray.num_cpus=2",
-            f"hydra.run.dir={model_dir.parent.parent / 'soak'}",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "RAY_ADDRESS": ""},
-    )
-    try:
+    with served(_train(work), 2, "soak") as (process, url):
         deadline = time.time() + 300
         while True:
             try:
-                if requests.get(f"{url}/health", timeout=2).json().get("replicas") == {
-                    "RUNNING": 2
-                }:
+                replicas = requests.get(f"{url}/health", timeout=2).json().get("replicas")
+                if replicas == {"RUNNING": 2}:
                     break
             except (requests.RequestException, ValueError):
                 pass
@@ -242,11 +215,4 @@ def soak_figures(work, smoke: bool = False) -> dict:
         kill = Soak(url, rows, clients=3).run(
             seconds=10 if smoke else 30, kill_at=3 if smoke else 5
         )
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    json.dumps(load)  # plain data only
     return {"two minutes of load": load, "a replica killed under load": kill}
