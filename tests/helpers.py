@@ -56,6 +56,11 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
     )
 
 
+def error_lines(result) -> list[str]:
+    """The `error:` lines a run.py process wrote to stderr (a bad input gives exactly one)."""
+    return [line for line in result.stderr.splitlines() if line.startswith("error:")]
+
+
 def mixed_table(rows: int, seed: int = 0) -> pd.DataFrame:
     """Every input type (number, category, binary, text, date, set, vector) and every output type
     (binary, category, number), with targets the inputs explain."""

@@ -7,7 +7,7 @@ import sqlite3
 import time
 
 import pytest
-from helpers import run_cli
+from helpers import error_lines, run_cli
 
 from runner.background import Background, BackgroundError
 
@@ -121,7 +121,7 @@ def test_a_tracking_store_mlflow_cannot_open_is_one_error_line(tmp_path):
         f"hydra.run.dir={tmp_path / 'run'}",
     )
     assert result.returncode == 2, result.stderr[-3000:]
-    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    lines = error_lines(result)
     assert len(lines) == 1, result.stderr[-3000:]
     assert "logger=mlflow could not open a run at sqlite:////proc/no-such-dir/mlflow.db" in lines[0]
     assert "Traceback" not in result.stderr

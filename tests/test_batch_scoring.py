@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import MIXED_MODEL, mixed_table, run_cli, run_experiment
+from helpers import MIXED_MODEL, error_lines, mixed_table, run_cli, run_experiment
 
 from runner.backends.local import LocalBackend
 from runner.errors import UserError, user_error_in
@@ -248,7 +248,7 @@ def test_wrong_type_on_ray_from_the_cli(trained, tmp_path):
         env={"RAY_ADDRESS": ""},
     )
     assert result.returncode == 2, result.stderr[-2000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    errors = error_lines(result)
     assert errors == [
         "error: number feature 'size' has non-numeric value 'twelve' at data row 1801; "
         "fix the value or declare 'size' as type category"

@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from helpers import ROOT, compose_config, run_experiment
+from helpers import ROOT, compose_config, error_lines, run_experiment
 
 from runner.assembly import assemble
 from runner.processing.pandas_engine import PandasProcessor
@@ -216,7 +216,7 @@ def test_an_unwritable_cache_dir_is_one_line(tmp_path):
         f"hydra.run.dir={tmp_path / 'run'}",
     )
     assert result.returncode == 2
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    errors = error_lines(result)
     assert errors == [
         "error: cannot write to /proc/no-cache-here (No such file or directory); set cache_dir "
         "to a writable directory with room for the processed splits"
@@ -240,7 +240,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_entry_a_later_run_trusts(tmp_path
         args = ["dataset.synthetic_rows=20000", "trainer.epochs=1", "trainer.progress_bar=false"]
         full = run_cli(*args, f"cache_dir={disk / 'cache'}", f"hydra.run.dir={tmp_path / 'a'}")
         assert full.returncode == 2, full.stderr[-3000:]
-        errors = [line for line in full.stderr.splitlines() if line.startswith("error:")]
+        errors = error_lines(full)
         assert errors == [
             f"error: cannot write to {disk / 'cache'} (the disk is full); set cache_dir to a "
             "writable directory with room for the processed splits"

@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 import pytest
-from helpers import mixed_table, run_cli
+from helpers import error_lines, mixed_table, run_cli
 
 OUTPUTS = ("model", "metrics.json", "predictions.parquet", "learning_curves.png")
 
@@ -278,7 +278,7 @@ def test_bad_input_is_one_clear_line(tmp_path, case):
         args.append(f"cache_dir={cache}")
     result = run_cli(*args, f"hydra.run.dir={run_dir}", "trainer.epochs=2")
     assert result.returncode == 2
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    errors = error_lines(result)
     assert len(errors) == 1 and expected.format(d=tmp_path) in errors[0], result.stderr
     assert "Traceback" not in result.stderr
     for name in OUTPUTS:

@@ -7,7 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from helpers import FAST, assert_same_caches, houses, run_cli, run_experiment, write_table
+from helpers import (
+    FAST,
+    assert_same_caches,
+    error_lines,
+    houses,
+    run_cli,
+    run_experiment,
+    write_table,
+)
 
 from runner.assembly import assemble
 from runner.errors import UserError
@@ -167,7 +175,7 @@ def test_unreadable_files_are_one_line_exit_2_and_nothing_left(tmp_path):
             f"hydra.run.dir={run}",
         )
         assert result.returncode == 2, (case, result.stderr[-2000:])
-        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        errors = error_lines(result)
         assert len(errors) == 1 and expected in errors[0], (case, result.stderr[-2000:])
         assert "Traceback" not in result.stderr, case
         assert not cache.exists() or not any(cache.iterdir()), case

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from helpers import FAST, free_port, run_cli
+from helpers import FAST, error_lines, free_port, run_cli
 
 pytestmark = [pytest.mark.slow]
 
@@ -127,7 +127,7 @@ def test_object_storage_failure_is_one_clear_line(tmp_path, s3_server, strict_s3
     run_dir = tmp_path / "run"
     result = run_cli(*overrides, *FAST, f"hydra.run.dir={run_dir}", env=NO_AMBIENT_CREDENTIALS)
     assert result.returncode == 2, result.stderr[-2000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    errors = error_lines(result)
     assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     for part in expected:
         assert part in errors[0], errors[0]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import ROOT, run_cli
+from helpers import ROOT, error_lines, run_cli
 
 from runner.training import checkpoints
 
@@ -127,7 +127,7 @@ def test_sweeps_that_cannot_run_well_are_one_line(tmp_path, overrides, message):
         "--multirun", "hydra/sweeper=tune", *overrides, f"hydra.sweep.dir={tmp_path / 's'}"
     )
     assert result.returncode == 2, result.stderr[-2000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    errors = error_lines(result)
     assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
 
 
@@ -140,7 +140,7 @@ def test_unknown_search_is_one_line(tmp_path):
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     )
     assert result.returncode == 2
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    errors = error_lines(result)
     assert errors == [
         "error: hydra.sweeper.search=bayes is unknown; use one of: random, grid, optuna"
     ]
@@ -291,7 +291,7 @@ def test_resume_without_an_experiment_is_one_line(tmp_path):
         env={"RAY_ADDRESS": ""},
     )
     assert result.returncode == 2
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    errors = error_lines(result)
     assert len(errors) == 1 and "holds no Tune experiment" in errors[0], result.stderr[-2000:]
 
 
