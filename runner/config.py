@@ -68,7 +68,7 @@ class FeatureConfig:
     name: str = MISSING
     type: str = MISSING
     # Options that change the processed data (missing values, normalization,
-    # vocabulary, tokenizer). Only these enter the cache key; features.py checks them.
+    # vocabulary, tokenizer). Only these enter the cache key; processing/features/ checks them.
     preprocessing: dict[str, Any] = field(default_factory=dict)
     # Model-side options (embedding size of a category or text feature).
     embedding_size: int | None = None

@@ -611,7 +611,7 @@ def test_piecewise_linear_encoder_bins_extend_and_pass_through():
 def test_bin_edges_spend_no_bins_on_a_value_that_holds_most_rows():
     """A capital gain (92 % zeros) gets its 32 bins over the values that vary, not 3; a column
     of few distinct values an edge at each; a continuous column plain quantiles."""
-    from runner.processing.features import BIN_EDGES, _bin_edges
+    from runner.processing.features.number import BIN_EDGES, _bin_edges
 
     rng = np.random.default_rng(0)
     gains = np.where(rng.random(20000) < 0.92, 0.0, rng.lognormal(8, 1, 20000))

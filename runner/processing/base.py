@@ -2,7 +2,7 @@
 feature transforms over its partitions.
 
 Engines differ only in how they read and partition; every decision (splits,
-statistics, transforms) is made by processing/pipeline.py and features.py, so all
+statistics, transforms) is made by processing/pipeline.py and processing/features/, so all
 engines produce the same cache entry. The interface stays this narrow on purpose.
 """
 

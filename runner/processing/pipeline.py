@@ -1,7 +1,7 @@
 """The one preprocessing path: read -> split -> fit on train -> transform -> cache.
 
-Engines only read and map partitions; every decision is made here and in
-features.py, so pandas, Dask and Modin produce the same cache entry.
+Engines only read and map partitions; every decision is made here and in the feature
+types (features/), so pandas, Dask, Modin and Arrow produce the same cache entry.
 """
 
 from __future__ import annotations

@@ -1,0 +1,168 @@
+"""What every feature type shares: the `Feature` contract, reading values as numbers or
+strings the same way in every engine, and the map-reduce helpers that merge partitions'
+statistics.
+
+Fitting is a map-reduce: `partial_stats` runs on one partition of training rows
+and returns a small JSON-able summary, `combine` merges the summaries into the
+final statistics. pandas calls them once; Dask, Modin and the Arrow engine call
+`partial_stats` per partition. `transform` maps one partition with the final statistics and
+is the only code that turns raw values into model inputs, whatever the engine.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from runner.errors import UserError
+
+# Bump when a transform's output changes: it is part of every cache key.
+PREPROCESSING_VERSION = 3
+
+UNKNOWN_TOKEN = "<UNK>"
+ROW_ID = "__row__"  # the raw row number, kept beside the processed columns
+
+# What pandas' to_numeric would read as a number (inf and nan included, any case).
+_NUMBER_TEXT = r"(?i)[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|inf(?:inity)?|nan)"
+
+
+def numbers_from_text(series: pd.Series) -> pd.Series:
+    """Like pd.to_numeric(series, errors="coerce") (float64; NaN where a value is no number),
+    without its crash: pandas 2.3 ends the process (a segmentation fault) on some strings with
+    a huge exponent, such as '3e42320041052' or the hex key '3973e42320041052-100'. Only values
+    that look like numbers are converted, by pyarrow."""
+    text = series.astype(str).str.strip()
+    looks = (text.str.fullmatch(_NUMBER_TEXT) & series.notna()).to_numpy(dtype=bool)
+    values = np.full(len(series), np.nan)
+    if looks.any():
+        parsed = pc.cast(pa.array(text[looks].tolist(), pa.string()), pa.float64())
+        values[looks] = parsed.to_numpy(zero_copy_only=False)
+    return pd.Series(values, index=series.index)
+
+
+def as_strings(series: pd.Series) -> pd.Series:
+    """Values as strings (missing stays missing), the same for every partition and
+    engine: integer-valued floats print as integers, so 3.0 from one file and 3
+    from another are one category."""
+    if pd.api.types.is_bool_dtype(series):
+        return series.map({True: "True", False: "False"}).astype(object)
+    if pd.api.types.is_float_dtype(series):
+        values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        missing = np.isnan(values)
+        whole = np.isfinite(values) & (values == np.floor(values))
+        out = np.where(
+            whole, np.where(missing, 0, values).astype(np.int64).astype(str), values.astype(str)
+        )
+        return pd.Series(np.where(missing, None, out), index=series.index, dtype=object)
+    if pd.api.types.is_integer_dtype(series):
+        return series.astype(str).astype(object).where(series.notna(), None)
+    if pd.api.types.is_string_dtype(series) and pd.api.types.infer_dtype(series, skipna=True) in (
+        "string",
+        "empty",
+    ):
+        return series.astype(object).where(series.notna(), None)
+    return series.map(
+        lambda v: None if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
+    ).astype(object)
+
+
+class Feature:
+    """One configured feature. Subclasses define the type's behaviour."""
+
+    type_name: ClassVar[str]
+    output_allowed: ClassVar[bool] = True
+    # Preprocessing options and their defaults; anything else is a config error.
+    defaults: ClassVar[dict[str, Any]] = {}
+    missing_strategies: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, cfg: dict, role: str):
+        self.name = cfg["name"]
+        self.role = role
+        self.embedding_size = cfg.get("embedding_size")
+        given = dict(cfg.get("preprocessing") or {})
+        unknown = sorted(set(given) - set(self.defaults))
+        if unknown:
+            raise UserError(
+                f"{role} feature '{self.name}' ({self.type_name}) has unknown preprocessing option "
+                f"'{unknown[0]}'; known options: {', '.join(sorted(self.defaults)) or 'none'}"
+            )
+        self.options = {**self.defaults, **given}
+        strategy = self.options.get("missing_value_strategy")
+        if self.missing_strategies and strategy not in self.missing_strategies:
+            raise UserError(
+                f"{role} feature '{self.name}' has missing_value_strategy '{strategy}'; "
+                f"use one of: {', '.join(self.missing_strategies)}"
+            )
+
+    @property
+    def drops_missing(self) -> bool:
+        # A row without a target teaches nothing; inputs drop only when asked to.
+        return self.role == "output" or self.options.get("missing_value_strategy") == "drop_row"
+
+    def describe(self) -> dict:
+        """What identifies this feature's processed data (part of the cache key)."""
+        return {
+            "name": self.name,
+            "type": self.type_name,
+            "role": self.role,
+            "preprocessing": self.options,
+        }
+
+    def check_values(self, series: pd.Series, stats: dict) -> None:
+        """For a request's rows (serving): raise a UserError naming the first bad value's row
+        and field, so one bad request fails alone, not the batch it would have joined."""
+
+    def partial_stats(self, series: pd.Series, row_ids: np.ndarray) -> dict:
+        raise NotImplementedError
+
+    def combine(self, partials: list[dict]) -> dict:
+        raise NotImplementedError
+
+    def transform(
+        self, series: pd.Series, stats: dict, row_ids: np.ndarray
+    ) -> tuple[Any, np.ndarray]:
+        """(processed values, mask of rows to keep)."""
+        raise NotImplementedError
+
+
+def seen_count(partials: list[dict], problem: str) -> int:
+    """Values seen in the training split; none is an error."""
+    count = sum(p["count"] for p in partials)
+    if count == 0:
+        raise UserError(f"{problem} in the training split; check the column")
+    return count
+
+
+def merged_moments(
+    partials: list[dict], total: str, squares: str, count: int
+) -> tuple[float, float]:
+    mean = sum(p[total] for p in partials) / count
+    var = max(sum(p[squares] for p in partials) / count - mean * mean, 0.0)
+    return mean, float(np.sqrt(var))
+
+
+def merged_vocabulary(partials: list[dict], options: dict, with_counts: bool = False):
+    """Merged value counts -> the values kept (at least min_count, at most max_vocab_size),
+    most frequent first, ties by value: the same list whatever the partitioning (and, when
+    asked, each value's training count beside it)."""
+    counts: Counter = Counter()
+    for p in partials:
+        counts.update(p["counts"])
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    kept = [(k, c) for k, c in ranked if c >= options["min_count"]][: options["max_vocab_size"]]
+    values = [k for k, _ in kept]
+    return (values, [int(c) for _, c in kept]) if with_counts else values
+
+
+def vocab_index(owner: Feature, vocab: list[str]) -> pd.Index:
+    """A hash index of a vocabulary (value -> position, -1 when unseen), built once per
+    vocabulary object: a Predictor or server transforms many small frames with the same one."""
+    cached = getattr(owner, "_vocab_cache", None)
+    if cached is None or cached[0] is not vocab:
+        cached = owner._vocab_cache = (vocab, pd.Index(vocab, dtype=object))
+    return cached[1]

@@ -1,0 +1,61 @@
+"""Category features: a vocabulary of the training split's values."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runner.errors import UserError
+from runner.processing.features.base import (
+    UNKNOWN_TOKEN,
+    Feature,
+    as_strings,
+    merged_vocabulary,
+    vocab_index,
+)
+
+
+class CategoryFeature(Feature):
+    type_name = "category"
+    defaults = {
+        "missing_value_strategy": "unknown",
+        "fill_value": "",
+        "max_vocab_size": 10000,
+        "min_count": 1,
+    }
+    missing_strategies = ("unknown", "fill_mode", "fill_value", "drop_row")
+
+    def partial_stats(self, series, row_ids):
+        counts = as_strings(series).value_counts(dropna=True)
+        return {"counts": {str(k): int(c) for k, c in counts.items()}}
+
+    def combine(self, partials):
+        kept = merged_vocabulary(partials, self.options)
+        if self.role == "output" and len(kept) < 2:
+            raise UserError(
+                f"output feature '{self.name}' has {len(kept)} class(es) in the training split "
+                f"({', '.join(kept) or 'none'}); a category target needs at least two"
+            )
+        if not kept:
+            raise UserError(
+                f"category feature '{self.name}' has no values in the training split; check the column"
+            )
+        return {"vocab": kept, "mode": kept[0]}
+
+    def vocabulary(self, stats: dict) -> list[str]:
+        """Index -> label; inputs reserve index 0 for unknown and missing values."""
+        return stats["vocab"] if self.role == "output" else [UNKNOWN_TOKEN, *stats["vocab"]]
+
+    def transform(self, series, stats, row_ids):
+        values = as_strings(series)
+        missing = values.isna().to_numpy()
+        strategy = self.options["missing_value_strategy"]
+        if strategy == "fill_mode":
+            values = values.fillna(stats["mode"])
+        elif strategy == "fill_value":
+            values = values.fillna(str(self.options["fill_value"]))
+        codes = vocab_index(self, stats["vocab"]).get_indexer(values.to_numpy()).astype(np.int64)
+        if self.role == "output":
+            # Unseen or missing targets cannot be scored; those rows are dropped.
+            return codes.astype(np.int32), codes >= 0
+        keep = ~missing if strategy == "drop_row" else np.ones(len(codes), dtype=bool)
+        return (codes + 1).astype(np.int32), keep  # -1 (unseen) becomes 0 (unknown)

@@ -1,0 +1,102 @@
+"""The configured features together: validated as a set, fitted and applied partition by
+partition, and the choices fitting made."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from runner.errors import UserError
+from runner.processing.features.base import ROW_ID, Feature
+from runner.processing.features.registry import build_feature
+from runner.processing.features.text import TextFeature
+
+
+def automatic_choices(meta: dict) -> list[str]:
+    """One line per choice that preprocessing made from the training split (stored in meta.json
+    beside the statistics it came from): a number's normalization and why, a text's vocabulary."""
+    lines = []
+    for name, info in meta["features"].items():
+        stats = info["stats"]
+        if "reason" in stats:
+            lines.append(
+                f"feature '{name}': normalization {stats['normalization']}: {stats['reason']}"
+            )
+        if info["type"] == "text" and "vocab" in stats:
+            options = {**TextFeature.defaults, **info["preprocessing"]}
+            lines.append(
+                f"feature '{name}': vocabulary of {len(stats['vocab'])} words and word pairs "
+                f"(seen at least {options['min_count']} times in training; any other is unknown)"
+            )
+    return lines
+
+
+class FeatureSet:
+    """The configured inputs and outputs, validated together."""
+
+    def __init__(self, input_cfgs: list[dict], output_cfgs: list[dict]):
+        if not input_cfgs:
+            raise UserError("model.input_features is empty; name at least one input column")
+        if not output_cfgs:
+            raise UserError("model.output_features is empty; name at least one target column")
+        self.inputs = [build_feature(c, "input") for c in input_cfgs]
+        self.outputs = [build_feature(c, "output") for c in output_cfgs]
+        names = [f.name for f in self.all]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise UserError(
+                f"feature '{duplicates[0]}' is declared more than once; each column may be used once"
+            )
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> FeatureSet:
+        """The features a cache entry or saved model was built with."""
+
+        def described(name: str) -> dict:
+            info = meta["features"][name]
+            return {"name": name, "type": info["type"], "preprocessing": info["preprocessing"]}
+
+        return cls(
+            [described(n) for n in meta["input_features"]],
+            [described(n) for n in meta["output_features"]],
+        )
+
+    @property
+    def all(self) -> list[Feature]:
+        return [*self.inputs, *self.outputs]
+
+    @property
+    def columns(self) -> list[str]:
+        return [f.name for f in self.all]
+
+    def describe(self) -> list[dict]:
+        return [f.describe() for f in self.all]
+
+
+def fit_partial(frame: pd.DataFrame, row_ids: np.ndarray, features: FeatureSet) -> dict:
+    """Statistics of one partition of training rows."""
+    return {f.name: f.partial_stats(frame[f.name], row_ids) for f in features.all}
+
+
+def combine_partials(partials: list[dict], features: FeatureSet) -> dict:
+    return {f.name: f.combine([p[f.name] for p in partials]) for f in features.all}
+
+
+def transform_frame(
+    frame: pd.DataFrame, row_ids: np.ndarray, features: list[Feature], stats: dict
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Processed columns of one partition, and the mask of rows every feature keeps."""
+    columns: dict[str, Any] = {}
+    keep = np.ones(len(frame), dtype=bool)
+    for feature in features:
+        values, feature_keep = feature.transform(frame[feature.name], stats[feature.name], row_ids)
+        # A feature is one column, or several named ones (a date's parts).
+        for name, column in (
+            values if isinstance(values, dict) else {feature.name: values}
+        ).items():
+            columns[name] = column.array if isinstance(column, pd.Series) else column
+        keep &= feature_keep
+    columns[ROW_ID] = row_ids
+    return pd.DataFrame(columns), keep
