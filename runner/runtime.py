@@ -276,7 +276,7 @@ def require_ray(what: str, fix: str = "add backend=ray"):
 
 # Where this process's own Ray tasks go (scoring's block cuts, Dask's tasks): by default
 # wherever Ray puts them (inside a placement group that captures its children, there). A
-# Tune trial sets it (runner/sweeps/tune_sweep.py): its group's strategy, or "DEFAULT" for
+# Tune trial sets it (runner/sweeps/tune/placement.py): its group's strategy, or "DEFAULT" for
 # a DDP trial, whose group holds no CPU for them.
 _TASK_STRATEGY = None
 

@@ -131,19 +131,35 @@ def test_sweeps_that_cannot_run_well_are_one_line(tmp_path, overrides, message):
     assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
 
 
-def test_unknown_search_is_one_line(tmp_path):
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        (
+            "hydra.sweeper.search=bayes",
+            "error: hydra.sweeper.search=bayes is unknown; use one of: random, grid, optuna",
+        ),
+        (
+            "hydra.sweeper.reduction_factor=1",
+            "error: hydra.sweeper.reduction_factor=1.0 is out of range: it must be more than 1",
+        ),
+        (
+            "hydra.sweeper.max_concurrent=0",
+            "error: hydra.sweeper.max_concurrent=0 is out of range: it must be at least 1, or null",
+        ),
+    ],
+)
+def test_a_bad_sweeper_setting_is_one_line(tmp_path, setting, message):
+    """The settings' schema (TuneSweeperConfig) checks them before Ray starts."""
     result = run_cli(
         "--multirun",
         "hydra/sweeper=tune",
-        "hydra.sweeper.search=bayes",
+        setting,
         "trainer.learning_rate=0.01,0.03",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     )
     assert result.returncode == 2
-    errors = error_lines(result)
-    assert errors == [
-        "error: hydra.sweeper.search=bayes is unknown; use one of: random, grid, optuna"
-    ]
+    assert error_lines(result) == [message]
+    assert not (tmp_path / "sweep").exists()  # nothing half-written
 
 
 @pytest.mark.parametrize(

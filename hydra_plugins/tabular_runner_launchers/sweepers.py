@@ -1,6 +1,6 @@
 """Hydra discovers sweepers only inside the hydra_plugins namespace; the work is in runner.sweeps."""
 
-from runner.sweeps.tune_sweep import TuneSweeperBase
+from runner.sweeps.tune.sweeper import TuneSweeperBase
 
 
 class TuneSweeper(TuneSweeperBase):

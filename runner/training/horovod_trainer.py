@@ -108,7 +108,7 @@ class HorovodTrainer(DistributedTrainer):
 
     def _placement(self, workers: int):
         """The placement group for the workers: a sweep trial's own (Tune reserved its
-        workers' bundles with it, runner/sweeps/tune_sweep.py), else a new one."""
+        workers' bundles with it, runner/sweeps/tune/placement.py), else a new one."""
         import ray
         from ray.util.placement_group import placement_group
 

@@ -1,5 +1,5 @@
 """Per-epoch reports to whatever schedules this run (a Tune sweep's scheduler, set up by
-runner/sweeps/tune_sweep.py in the trial's process): the epoch loop reports each finished
+runner/sweeps/tune/ in the trial's process): the epoch loop reports each finished
 epoch on the main worker and ends, as early stopping does, when the answer is no.
 
 Training workers in other processes (Horovod or DDP on Ray) reach the trial's process
