@@ -44,6 +44,9 @@ VARIANTS = {
     "ema": ["trainer.ema_epochs=1"],
     "ema0.25": ["trainer.ema_epochs=0.25"],
     "cosine": ["trainer.schedule=cosine"],
+    "ens4": ["model.ensemble_size=4"],
+    "ens8": ["model.ensemble_size=8"],
+    "ens16": ["model.ensemble_size=16"],
     # The one-argument start: the feature types inferred instead of the suite's written list.
     "inferred": ["model=auto", f"dataset.target={TARGET}"],
 }

@@ -148,6 +148,10 @@ class ModelConfig:
     # Vocabulary texts: a token seen c times in training is also dropped with probability
     # alpha / (alpha + c) (alpha = this; 0: off), so rare words lean less on their few rows.
     rare_token_dropout: float = 20.0
+    # Members of a parameter-efficient ensemble (TabM-mini: one MLP shared by k members, each
+    # with its own sign adapter on the MLP's input and its own head; predictions averaged).
+    # 1: off.
+    ensemble_size: int = 1
 
     def __post_init__(self):
         _one_of(self.combiner, ("concat", "residual", "transformer"), "model.combiner")
@@ -181,6 +185,12 @@ class ModelConfig:
         _require(
             self.embedding_size >= 1, "model.embedding_size", "at least 1", self.embedding_size
         )
+        _require(self.ensemble_size >= 1, "model.ensemble_size", "at least 1", self.ensemble_size)
+        if self.ensemble_size > 1 and self.combiner == "transformer":
+            raise UserError(
+                "model.ensemble_size>1 shares the concat or residual combiner's MLP among its "
+                "members; set model.combiner=concat or model.ensemble_size=1"
+            )
 
     @property
     def number_encoding(self) -> str:

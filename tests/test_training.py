@@ -123,6 +123,7 @@ def test_date_set_and_vector_inputs_carry_signal_and_a_log1p_target_comes_back_r
         "transformer",
         "concat model.number_encoder=periodic",
         "concat model.number_encoder=piecewise",
+        "concat model.ensemble_size=4",
     ],
 )
 def test_other_combiners_learn_every_feature_type_and_reload(

@@ -49,6 +49,9 @@ def output_loss(
     total = torch.zeros((), device=next(iter(logits.values())).device)
     for spec in layout.outputs:
         z, y = logits[spec.name], targets[spec.name]
+        if z.dim() == 3:  # an ensemble's members [rows, k, size]: the mean of their losses
+            y = y.repeat_interleave(z.shape[1], dim=0)
+            z = z.reshape(-1, z.shape[2])
         if spec.type == "binary":
             total = total + nn.functional.binary_cross_entropy_with_logits(z.squeeze(1), y)
         elif spec.type == "category":

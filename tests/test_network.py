@@ -1,0 +1,94 @@
+"""The network's parts that no end-to-end run pins exactly: the ensemble's members, their
+average and their loss."""
+
+import pytest
+import torch
+
+from runner.config import ModelConfig
+from runner.errors import UserError
+from runner.model.layout import CATEGORY, NUMERIC, Layout, OutputSpec
+from runner.model.network import build_model, mean_of_members
+from runner.training.optimization import output_loss
+
+
+def _layout() -> Layout:
+    return Layout(
+        numeric=["a", "b", "c"],
+        categories=[("color", 5, 4)],
+        texts=[],
+        outputs=[
+            OutputSpec("yes", "binary", 1, ["n", "y"]),
+            OutputSpec("kind", "category", 3, ["p", "q", "r"]),
+            OutputSpec("price", "number", 1),
+        ],
+        bin_edges=[[0.0, 1.0, 2.0], [], [-1.0, 1.0]],
+    )
+
+
+def _batch(rows: int = 16) -> dict:
+    gen = torch.Generator().manual_seed(0)
+    return {
+        NUMERIC: torch.randn(rows, 3, generator=gen),
+        CATEGORY: torch.randint(0, 5, (rows, 1), generator=gen),
+    }
+
+
+def test_members_mean_their_probabilities_and_values():
+    z = torch.tensor([[[2.0], [-1.0], [0.5]], [[30.0], [-40.0], [0.0]]])  # 2 rows, 3 members
+    p = torch.sigmoid(z).mean(1)
+    np_logit = torch.log(p / (1 - p))
+    assert torch.allclose(mean_of_members("binary", z), np_logit, atol=1e-5)
+    assert torch.isfinite(mean_of_members("binary", z * 100)).all()  # no overflow at large logits
+    c = torch.randn(4, 3, 5)
+    probs = torch.softmax(c, dim=2).mean(1)
+    assert torch.allclose(torch.softmax(mean_of_members("category", c), dim=1), probs, atol=1e-6)
+    assert torch.allclose(mean_of_members("category", c).exp().sum(1), torch.ones(4), atol=1e-5)
+    assert torch.allclose(mean_of_members("number", c[..., :1]), c[..., :1].mean(1))
+
+
+@pytest.mark.parametrize("combiner", ["concat", "residual"])
+def test_an_ensemble_trains_every_member_and_predicts_their_mean(combiner):
+    torch.manual_seed(0)
+    settings = ModelConfig(combiner=combiner, ensemble_size=4, hidden_size=8)
+    model = build_model(_layout(), settings)
+    batch = _batch()
+    model.train()
+    members = model(batch)
+    assert members["yes"].shape == (16, 4, 1)
+    assert members["kind"].shape == (16, 4, 3)
+    assert members["price"].shape == (16, 4, 1)
+    # The members differ (their sign adapters and heads), so the average is an ensemble's.
+    assert not torch.allclose(members["price"][:, 0], members["price"][:, 1])
+    model.eval()
+    with torch.no_grad():
+        joint = model(batch)
+    kinds = {"yes": "binary", "kind": "category", "price": "number"}
+    for name, kind in kinds.items():
+        assert joint[name].dim() == 2
+        assert torch.allclose(joint[name], mean_of_members(kind, members[name].detach()), atol=1e-5)
+
+    # The loss is the members' mean loss: every member is fitted on every row.
+    targets = {
+        "yes": torch.randint(0, 2, (16,)).float(),
+        "kind": torch.randint(0, 3, (16,)),
+        "price": torch.randn(16),
+    }
+    layout = _layout()
+    each = [
+        output_loss(layout, {k: v[:, m] for k, v in members.items()}, targets) for m in range(4)
+    ]
+    assert torch.allclose(output_loss(layout, members, targets), torch.stack(each).mean())
+
+
+def test_one_member_is_the_plain_network():
+    model = build_model(_layout(), ModelConfig(hidden_size=8))
+    model.train()
+    assert model(_batch())["kind"].shape == (16, 3)
+    assert model.adapter is None
+
+
+def test_the_ensemble_needs_an_mlp_combiner():
+    with pytest.raises(UserError, match="model.ensemble_size>1"):
+        ModelConfig(combiner="transformer", ensemble_size=4)
+    with pytest.raises(UserError, match="model.ensemble_size=0 is out of range"):
+        ModelConfig(ensemble_size=0)
