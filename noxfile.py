@@ -1,5 +1,5 @@
 """Sessions: tests (the full suite, what CI runs), fast (the quick tier for iterating),
-lint, bench. They run in the project's .venv (made by ./setup.sh), so they reuse its
+lint, typecheck, bench. They run in the project's .venv (made by ./setup.sh), so they reuse its
 installed stack instead of building a new one each time."""
 
 import sys
@@ -31,6 +31,12 @@ def lint(session: nox.Session) -> None:
     session.run(sys.executable, "-m", "ruff", "check", *PYTHON_DIRS)
     session.run(sys.executable, "-m", "ruff", "format", "--check", *PYTHON_DIRS)
     session.run(str(Path(sys.executable).parent / "lint-imports"))
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy on runner/ (settings in pyproject.toml)."""
+    session.run(sys.executable, "-m", "mypy", *session.posargs)
 
 
 @nox.session

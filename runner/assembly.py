@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -44,7 +45,11 @@ class AutoProcessor:
     def __init__(
         self, parallelism: int | None, persist: bool, blocksize: str, distributed_min_bytes: int
     ):
-        self.settings = {"parallelism": parallelism, "persist": persist, "blocksize": blocksize}
+        self.settings: dict[str, Any] = {
+            "parallelism": parallelism,
+            "persist": persist,
+            "blocksize": blocksize,
+        }
         self.distributed_min_bytes = distributed_min_bytes
 
     def resolve(self, backend: Backend, source: DataSource) -> Processor:
@@ -102,8 +107,9 @@ class TrainerChoice:
 
     def __init__(self, **settings):
         # Through OmegaConf: nested settings arrive as dicts or dataclasses; types are checked.
-        self.settings: TrainerConfig = OmegaConf.to_object(
-            OmegaConf.merge(OmegaConf.structured(TrainerConfig), settings)
+        self.settings = cast(
+            TrainerConfig,
+            OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainerConfig), settings)),
         )
 
     def many_workers(self) -> str | None:
@@ -300,7 +306,7 @@ def _infer_features(cfg: DictConfig, settings: RunConfig, source: DataSource, ru
 
     model = settings.model
     given = [f.name for f in model.output_features] if model.output_features else None
-    split = OmegaConf.to_container(cfg.dataset.split, resolve=True)
+    split = cast(dict, OmegaConf.to_container(cfg.dataset.split, resolve=True))
     inference = infer_source(source, settings.dataset, split, given)
     for line in inference.table().splitlines():
         log.info("%s", line)

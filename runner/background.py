@@ -28,7 +28,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, Literal, overload
 
 _HEADER = struct.Struct("!I")
 
@@ -37,13 +37,13 @@ class BackgroundError(RuntimeError):
     """A call that raised in the child: its type and first line."""
 
 
-def _write(stream: BinaryIO, message: Any) -> None:
+def _write(stream: IO[bytes], message: Any) -> None:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_HEADER.pack(len(data)) + data)
     stream.flush()
 
 
-def _read(stream: BinaryIO) -> Any:
+def _read(stream: IO[bytes]) -> Any:
     header = stream.read(_HEADER.size)
     if len(header) < _HEADER.size:
         raise EOFError
@@ -78,21 +78,30 @@ class Background:
         env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
         # Niced from its first instruction: the run's own work comes first, and the child takes
         # only what the run leaves idle.
-        nice = [shutil.which("nice"), "-n", "19"] if shutil.which("nice") else []
+        nice_path = shutil.which("nice")
+        nice = [nice_path, "-n", "19"] if nice_path else []
         self._process = subprocess.Popen(
             [*nice, sys.executable, "-m", "runner.background"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
         )
+        assert self._process.stdin is not None and self._process.stdout is not None  # PIPEs
+        self._requests, self._replies = self._process.stdin, self._process.stdout
         self._sent = 0  # replies carry the number of the call that asked for them
         self._answers: dict[int, tuple[bool, Any]] = {}
         self._closed = False
 
+    @overload
+    def call(self, target: str, *args, reply: Literal[True] = True, **kwargs) -> Pending: ...
+
+    @overload
+    def call(self, target: str, *args, reply: Literal[False], **kwargs) -> None: ...
+
     def call(self, target: str, *args, reply: bool = True, **kwargs) -> Pending | None:
         self._sent += 1
         try:
-            _write(self._process.stdin, (self._sent, target, args, kwargs, reply))
+            _write(self._requests, (self._sent, target, args, kwargs, reply))
         except (BrokenPipeError, ValueError):
             pass  # the child is gone: the call's reply (or close) says so
         return Pending(self, self._sent) if reply else None
@@ -101,10 +110,10 @@ class Background:
         import select
 
         while number not in self._answers:
-            if not wait and not select.select([self._process.stdout], [], [], 0)[0]:
+            if not wait and not select.select([self._replies], [], [], 0)[0]:
                 return False
             try:
-                got, ok, value = _read(self._process.stdout)
+                got, ok, value = _read(self._replies)
             except EOFError:
                 code = self._process.wait()
                 self._answers[number] = (False, f"the background process ended (exit {code})")
@@ -127,7 +136,7 @@ class Background:
         failures = self.sync()
         self._closed = True
         try:
-            self._process.stdin.close()
+            self._requests.close()
         except BrokenPipeError:
             pass
         self._process.wait()
@@ -163,7 +172,7 @@ def _one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
-def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
+def _serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     while True:
         try:
             number, target, args, kwargs, reply = _read(requests)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -105,14 +105,14 @@ def _share_run_dir(plan: Plan) -> None:
 def _features(run: Run) -> FeatureSet:
     from runner.processing.features import FeatureSet
 
-    model = OmegaConf.to_container(run.cfg.model, resolve=True)
+    model = cast(dict, OmegaConf.to_container(run.cfg.model, resolve=True))
     return FeatureSet(model["input_features"], model["output_features"])
 
 
 def _preprocess(run: Run) -> Preprocessed:
     from runner.processing.pipeline import preprocess
 
-    split = OmegaConf.to_container(run.cfg.dataset.split, resolve=True)
+    split = cast(dict, OmegaConf.to_container(run.cfg.dataset.split, resolve=True))
     features = _features(run)
     return run.backend.main_first(
         lambda: preprocess(
@@ -218,8 +218,10 @@ def _train(run: Run, pre: Preprocessed, figures, tracker=None):
     layout = Layout.from_meta(pre.meta, run.settings.model)
     if not run.backend.is_main:
         return result, layout  # under horovodrun, rank 0 writes the outputs
+    assert result is not None and result.model is not None  # rank 0's, with its model
     outputs.save_model(run.run_dir / "model", result.model, pre.meta, run.cfg)
-    if tracker is not None and run.settings.logger.mlflow.log_model:
+    mlflow = run.settings.logger.mlflow  # set wherever there is a tracker
+    if tracker is not None and mlflow is not None and mlflow.log_model:
         tracker.log_model(run.run_dir / "model")  # the pyfunc is built while the test is scored
     figures.draw(
         "runner.reports.evaluation:plot_learning_curves",
@@ -299,7 +301,8 @@ def command_train(run: Run, figures, tracker=None) -> dict:
 
 def command_experiment(run: Run, figures, tracker=None) -> dict:
     pre, (result, layout) = _preprocess_and_train(run, figures, tracker)
-    metrics = _best_metrics(result) if run.backend.is_main else {}
+    # By split; the test split's may be None (no rows scored).
+    metrics: dict[str, dict | None] = dict(_best_metrics(result)) if run.backend.is_main else {}
     check = _baseline_check(result, layout, metrics) if run.backend.is_main else {}
     if pre.meta["rows"]["test"]:
         from runner.scoring.batch import ScoringTask
@@ -563,7 +566,7 @@ def command_init(run: Run) -> dict:
 
 
 # command=<name> -> what it runs (runner.config.COMMANDS lists the same names).
-COMMANDS = {
+COMMANDS: dict[str, Callable[..., dict]] = {
     "experiment": command_experiment,
     "preprocess": command_preprocess,
     "train": command_train,

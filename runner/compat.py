@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Internal:
 
     def exists(self) -> bool:
         try:
-            target = importlib.import_module(self.module)
+            target: Any = importlib.import_module(self.module)  # a module, then a class
             *owners, name = self.path.split(".")
             for part in owners:
                 target = getattr(target, part)

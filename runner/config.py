@@ -13,7 +13,7 @@ import dataclasses
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import II, MISSING, DictConfig, ListConfig, OmegaConf
@@ -232,6 +232,19 @@ class RaySettings:
     worker_logs: bool = False
 
     def __post_init__(self):
+        # Ray counts a node's CPUs and GPUs in whole units (a fraction fails inside ray.init).
+        _require(
+            self.num_cpus is None or (self.num_cpus >= 1 and float(self.num_cpus).is_integer()),
+            "backend.num_cpus",
+            "a whole number, at least 1 (Ray counts a node's CPUs in whole units)",
+            self.num_cpus,
+        )
+        _require(
+            self.num_gpus is None or (self.num_gpus >= 0 and float(self.num_gpus).is_integer()),
+            "backend.num_gpus",
+            "a whole number (Ray counts a node's GPUs in whole units)",
+            self.num_gpus,
+        )
         _require(
             self.connect_timeout_s > 0, "backend.connect_timeout_s", "> 0", self.connect_timeout_s
         )
@@ -654,9 +667,9 @@ class TuneSweeperConfig:
             self.max_concurrent,
         )
         _require(
-            self.num_cpus is None or self.num_cpus > 0,
+            self.num_cpus is None or (self.num_cpus >= 1 and float(self.num_cpus).is_integer()),
             "hydra.sweeper.num_cpus",
-            "more than 0, or null",
+            "a whole number, at least 1, or null",
             self.num_cpus,
         )
         self.params = dict(self.params or {})
@@ -710,13 +723,13 @@ def _unknown_keys(node, path: str):
             else None
         )
         for key in node.keys():
-            dotted = f"{path}{key}"
+            dotted = f"{path}{key!s}"
+            child = node._get_node(key)
+            assert child is not None  # the key came from keys()
             if known is not None and key not in known:
                 yield dotted, sorted(known)
-            elif not node._get_node(key)._is_missing() and not OmegaConf.is_interpolation(
-                node, key
-            ):
-                yield from _unknown_keys(node._get_node(key), f"{dotted}.")
+            elif not child._is_missing() and not child._is_interpolation():
+                yield from _unknown_keys(child, f"{dotted}.")
     elif isinstance(node, ListConfig):
         for i in range(len(node)):
             yield from _unknown_keys(node._get_node(i), f"{path}{i}.")
@@ -736,7 +749,7 @@ def check_config(cfg: DictConfig) -> RunConfig:
             )
         )
         raise UserError(f"{key} is not a config key; {hint}")
-    return OmegaConf.to_object(cfg)
+    return cast(RunConfig, OmegaConf.to_object(cfg))  # a structured config: its dataclass
 
 
 def register_configs() -> None:
@@ -771,7 +784,7 @@ def unknown_group_option(args: list[str], conf_dir: Path) -> str | None:
     its search path). None when every group option exists, or when this cannot tell: a config
     dir or search path of the user's adds options, or the override syntax is Hydra's to judge."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import ValueType
+    from hydra.core.override_parser.types import ChoiceSweep, ValueType
 
     if any(a.startswith(("--config-dir", "-cd", "hydra.searchpath")) for a in args):
         return None
@@ -793,7 +806,9 @@ def unknown_group_option(args: list[str], conf_dir: Path) -> str | None:
         if override.value_type == ValueType.ELEMENT:
             values = [override.get_value_element_as_str()]
         elif override.value_type == ValueType.SIMPLE_CHOICE_SWEEP:
-            values = [str(v) for v in override.value().list]
+            sweep = override.value()
+            assert isinstance(sweep, ChoiceSweep)  # what SIMPLE_CHOICE_SWEEP holds
+            values = [str(v) for v in sweep.list]
         else:
             continue  # glob(), range(): Hydra expands them against the options itself
         for value in values:

@@ -12,7 +12,9 @@ class UserError(Exception):
 def user_error_in(error: BaseException) -> UserError | None:
     """The UserError behind `error`, also when a Ray task or actor raised it and Ray wrapped
     it (RayTaskError's `cause`, Ray Data's UserCodeException chain); None for a bug."""
-    pending, seen, wrapped = [error], set(), None
+    pending: list[BaseException | None] = [error]
+    seen: set[int] = set()
+    wrapped: UserError | None = None
     while pending:
         current = pending.pop()
         if current is None or id(current) in seen:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -47,7 +48,7 @@ def main_metric(layout: Layout) -> str:
 
 
 def format_summary(
-    metrics: dict[str, dict[str, float]], locations: dict[str, str], warnings: list[str] = ()
+    metrics: dict[str, dict[str, float]], locations: dict[str, str], warnings: Sequence[str] = ()
 ) -> str:
     """A metric table (rows: metric, columns: split), warnings, and where each output went."""
     splits = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import socket
 import sys
@@ -93,10 +94,13 @@ class RayRuntime:
         says what it lacks)."""
         self._wanted = (cpus, why)
 
-    def _local_cpus(self) -> float | None:
-        if self.num_cpus is not None or self._wanted is None:
-            return self.num_cpus
-        cpus, why = self._wanted
+    def _local_cpus(self) -> int | None:
+        if self.num_cpus is not None:
+            return int(self.num_cpus)
+        if self._wanted is None:
+            return None
+        wanted, why = self._wanted
+        cpus = math.ceil(wanted)  # Ray counts CPUs in whole units (3 x 1.5 CPUs + 1 -> 6)
         cores = os.cpu_count() or 1
         if cpus <= cores:
             return None
@@ -174,8 +178,9 @@ class RayRuntime:
             with without_api_server(ray, skip=not self.dashboard):
                 context = ray.init(
                     address="local",
+                    # Whole numbers: the config checks num_cpus and num_gpus, _local_cpus rounds up.
                     num_cpus=self._local_cpus(),
-                    num_gpus=self.num_gpus,
+                    num_gpus=None if self.num_gpus is None else int(self.num_gpus),
                     object_store_memory=self.object_store_memory,
                     include_dashboard=self.dashboard,
                     dashboard_host=self.dashboard_host,
@@ -216,6 +221,7 @@ def without_api_server(ray, skip: bool):
     if not skip or original is None:
         yield
         return
+    assert node_class is not None  # it has the method
     node_class.start_api_server = lambda self, **kwargs: None
     try:
         yield

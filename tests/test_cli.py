@@ -188,6 +188,10 @@ BAD_INPUTS = {
         ["dataset.path={d}/good.csv", "backend=local", "trainer.num_workers=2"],
         "trainer.num_workers=2 trains several workers on Ray; add backend=ray",
     ),
+    "a fraction of a CPU for Ray": (
+        ["dataset.path={d}/good.csv", "backend=ray", "backend.num_cpus=1.5"],
+        "backend.num_cpus=1.5 is out of range: it must be a whole number, at least 1",
+    ),
     "unreachable Ray cluster": (
         [
             "dataset.path={d}/good.csv",

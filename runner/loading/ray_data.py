@@ -27,6 +27,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -47,7 +48,9 @@ HEAP_SHARD_BYTES = 1 << 30  # a share under this is held in the worker's heap as
 
 @dataclass
 class RayShard:
-    source: object  # a ray.data.Dataset (one worker) or a DataIterator from streaming_split
+    # A ray.data.Dataset (one worker) or a DataIterator from streaming_split; None when the
+    # worker reads its share's pieces itself.
+    source: Any
     rows: int  # rows this worker sees (about, for unequal shards)
     bytes_per_row: float
     layout: Layout | None = None
@@ -114,6 +117,7 @@ class RayDataLoader:
     def open(self, shard: RayShard, layout: Layout, equal: bool = False) -> RayShard:
         shard.layout = layout
         if shard.pieces is not None and shard.table is None and not shard.streamed:
+            assert shard.split is not None  # a share's pieces come with their split
             shard.table = TensorTable.from_arrow(read_pieces(shard.split, shard.pieces), layout)
         return shard
 
@@ -134,6 +138,8 @@ class RayDataLoader:
             return
         # Arrow -> tensors once per chunk of CHUNK_BATCHES batches, not once per batch. A chunk
         # is a whole number of batches, so workers with equal rows take equal numbers of steps.
+        layout = shard.layout
+        assert layout is not None  # open() set it
         chunks = shard.source.iter_batches(
             batch_size=self.batch_size * CHUNK_BATCHES,
             batch_format="pyarrow",
@@ -142,7 +148,7 @@ class RayDataLoader:
             local_shuffle_seed=(seed * 100003 + epoch) if self.shuffle else None,
         )
         for i, chunk in enumerate(chunks):
-            table = TensorTable.from_arrow(chunk, shard.layout)
+            table = TensorTable.from_arrow(chunk, layout)
             yield from table.batches(
                 self.batch_size, self.shuffle, self.drop_last, seed=seed * 100003 + epoch * 7919 + i
             )
@@ -151,40 +157,46 @@ class RayDataLoader:
         """A window at a time: its rows shuffled, then cut into whole batches. The rows left
         over (fewer than a batch) join the next window, so the epoch has the batches the heap
         path has, and workers with equal shares take equal numbers of steps."""
+        split, layout = shard.split, shard.layout
+        assert split is not None and shard.pieces is not None  # a streamed share has both
+        assert layout is not None  # open() set it
         rng = np.random.default_rng(seed)
         pieces = list(shard.pieces)
         if self.shuffle:  # a new order of the row groups every epoch
             pieces = [pieces[i] for i in rng.permutation(len(pieces))]
         carry = None
-        for table in read_ahead(shard.split, windows(pieces, self._buffer_rows(shard))):
+        for table in read_ahead(split, windows(pieces, self._buffer_rows(shard))):
             if carry is not None:
                 table = pa.concat_tables([carry, table])
             n = table.num_rows
             order = rng.permutation(n) if self.shuffle else np.arange(n)
             full = n - n % self.batch_size
             carry = table.take(order[full:]) if full < n else None
-            tensors = TensorTable.from_arrow(table, shard.layout)
+            tensors = TensorTable.from_arrow(table, layout)
             index = torch.from_numpy(order[:full])
             for start in range(0, full, self.batch_size):
                 yield tensors.take(index[start : start + self.batch_size])
         if carry is not None and not self.drop_last:
-            yield TensorTable.from_arrow(carry, shard.layout).slice(0, carry.num_rows)
+            yield TensorTable.from_arrow(carry, layout).slice(0, carry.num_rows)
 
     def eval_batches(self, shard: RayShard) -> Iterator[TensorTable]:
         if shard.table is not None:
             yield from shard.table.chunks(self.eval_batch_size)
             return
+        layout = shard.layout
+        assert layout is not None  # open() set it
         if shard.streamed:
+            assert shard.split is not None and shard.pieces is not None  # a streamed share has both
             rows = max(self.eval_batch_size, self._buffer_rows(shard))
             for table in read_ahead(shard.split, windows(shard.pieces, rows)):
-                yield from TensorTable.from_arrow(table, shard.layout).chunks(self.eval_batch_size)
+                yield from TensorTable.from_arrow(table, layout).chunks(self.eval_batch_size)
             return
         for batch in shard.source.iter_batches(
             batch_size=self.eval_batch_size,
             batch_format="pyarrow",
             prefetch_batches=self.prefetch_batches,
         ):
-            yield TensorTable.from_arrow(batch, shard.layout)
+            yield TensorTable.from_arrow(batch, layout)
 
 
 def windows(pieces: list, rows: int) -> Iterator[list]:

@@ -7,6 +7,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 from omegaconf import OmegaConf
@@ -40,8 +41,8 @@ def load_model_dir(model_dir: str | os.PathLike | None) -> SavedModel:
         )
     meta = json.loads((path / "meta.json").read_text())
     saved = OmegaConf.load(path / "config.yaml").model
-    settings: ModelConfig = OmegaConf.to_object(
-        OmegaConf.merge(OmegaConf.structured(ModelConfig), saved)
+    settings = cast(
+        ModelConfig, OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ModelConfig), saved))
     )
     layout = Layout.from_meta(meta, settings)
     network = build_model(layout, settings)

@@ -18,6 +18,7 @@ import functools
 import io
 import itertools
 import math
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -86,7 +87,7 @@ class ArrowProcessor:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         return max(1, by_size, min(cpus, size // MIN_PIECE_BYTES))
 
-    def read(self, source: DataSource, numbers: set[str] = frozenset()) -> ArrowFrame:
+    def read(self, source: DataSource, numbers: AbstractSet[str] = frozenset()) -> ArrowFrame:
         ray = require_ray(self.name)
         count = self._piece_count(source.size_bytes(), ray)
         if source.is_synthetic:
@@ -237,6 +238,7 @@ def _read(source: DataSource, piece: Piece, columns, numbers) -> pa.Table:
         table = pa.Table.from_pandas(frame, preserve_index=False)
         return table.select(columns) if columns else table
     fs = source.filesystem()[0]
+    assert piece.path is not None  # pieces of files name theirs
     if source.format in WHOLE_FILE_FORMATS:
         table = read_file(source, fs, piece.path)
         return table.select([c for c in columns if c in table.column_names]) if columns else table

@@ -9,6 +9,7 @@ engines produce the same cache entry. The interface stays this narrow on purpose
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
@@ -25,7 +26,7 @@ class Processor(Protocol):
     name: str
     requires_ray: bool  # needs the Ray backend (Dask / Modin on Ray)
 
-    def read(self, source: DataSource, numbers: set[str] = frozenset()) -> Any:
+    def read(self, source: DataSource, numbers: AbstractSet[str] = frozenset()) -> Any:
         """The engine's frame of the raw table; `numbers` may be parsed as floats while reading."""
 
     def column_names(self, frame) -> list[str]: ...

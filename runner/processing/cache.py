@@ -25,7 +25,7 @@ import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from runner.processing.features import PREPROCESSING_VERSION
 from runner.storage import Location, check_bucket
@@ -93,7 +93,7 @@ class PreprocessingCache:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
-    def staging(self, key: str) -> Iterator[tuple[Location, callable]]:
+    def staging(self, key: str) -> Iterator[tuple[Location, Callable[[dict], None]]]:
         """(a fresh data directory, publish(meta)). Anything not published is removed."""
         entry = self.entry(key)
         data_name = f"data-{uuid.uuid4().hex[:12]}"

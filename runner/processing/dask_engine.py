@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Set as AbstractSet
 
 from runner.errors import UserError
 from runner.processing.base import PartitionFn
@@ -44,7 +45,7 @@ class DaskProcessor:
         # Object columns stay object: the feature transforms type every value themselves.
         return dask.config.set({"scheduler": scheduler, "dataframe.convert-string": False})
 
-    def read(self, source: DataSource, numbers: set[str] = frozenset()):
+    def read(self, source: DataSource, numbers: AbstractSet[str] = frozenset()):
         import dask.dataframe as dd
 
         self._label = source.label

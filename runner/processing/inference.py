@@ -10,6 +10,7 @@ file order), not the processor.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,7 +128,7 @@ def infer_source(source, dataset, split: dict, outputs: list[str] | None = None)
 
 
 def infer_types(
-    sample: pd.DataFrame, target: list[str], exclude: list[str] | dict[str, str] = ()
+    sample: pd.DataFrame, target: list[str], exclude: Sequence[str] | dict[str, str] = ()
 ) -> list[Inferred]:
     """One decision per column of `sample`, targets first, in column order. `exclude`: columns
     to leave out, or {column: the reason it is left out}."""

@@ -3,6 +3,8 @@ fitted, transformed and written by Ray tasks where they live."""
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import pandas as pd
 
 from runner.errors import UserError
@@ -38,7 +40,7 @@ class ModinProcessor:
 
         return mpd
 
-    def read(self, source: DataSource, numbers: set[str] = frozenset()):
+    def read(self, source: DataSource, numbers: AbstractSet[str] = frozenset()):
         self._label = source.label
         mpd = self._modin()
         if source.is_synthetic:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import pandas as pd
@@ -28,7 +29,7 @@ class PandasProcessor:
     name = "pandas"
     requires_ray = False
 
-    def read(self, source: DataSource, numbers: set[str] = frozenset()) -> pd.DataFrame:
+    def read(self, source: DataSource, numbers: AbstractSet[str] = frozenset()) -> pd.DataFrame:
         if source.is_synthetic:
             return make_synthetic(source.synthetic_rows, source.synthetic_seed)
         return read_arrow(source, numbers).to_pandas()

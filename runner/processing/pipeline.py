@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,7 @@ class Preprocessed:
 
 
 def check_columns(
-    available: list[str], features: list, source: DataSource, extra: list[str] = ()
+    available: list[str], features: list, source: DataSource, extra: Sequence[str] = ()
 ) -> None:
     for feature in features:
         if feature.name not in available:
@@ -97,6 +98,7 @@ def _preprocess(
                     meta = _build(processor, source, features, split, data, key)
                     publish(meta)
                 meta = cache.lookup(key)
+                assert meta is not None  # published just above, under the lock
                 seconds = time.perf_counter() - started
                 log.info("preprocessed in %.2fs: %s", seconds, _rows_line(meta))
                 _log_choices(meta)
@@ -179,7 +181,7 @@ def _build(
     return meta
 
 
-def read_raw(processor, source: DataSource, features: list, extra: list[str] = ()):
+def read_raw(processor, source: DataSource, features: list, extra: Sequence[str] = ()):
     """The engine's frame of only these features' columns (and `extra` raw columns, e.g.
     predict.keep_columns); a missing one is named."""
     frame = processor.read(source, _number_columns(features))
@@ -195,7 +197,7 @@ def read_raw(processor, source: DataSource, features: list, extra: list[str] = (
     return processor.select(frame, names + [c for c in extra if c not in names])
 
 
-def map_raw(processor, source: DataSource, features: list, fn, extra: list[str] = ()) -> list:
+def map_raw(processor, source: DataSource, features: list, fn, extra: Sequence[str] = ()) -> list:
     """fn(partition of raw rows, offset of its first row) over the raw table, partition by
     partition where the engine keeps them (predict / evaluate on new data)."""
     return processor.map_collect(read_raw(processor, source, features, extra), fn)

@@ -5,6 +5,7 @@ empty and unreadable files."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Set as AbstractSet
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -115,7 +116,7 @@ def _read_json(fs, path: str) -> pa.Table:
     return pajson.read_json(pa.BufferReader(data))  # JSON lines: one object a line
 
 
-def read_arrow(source: DataSource, numbers: set[str] = frozenset()) -> pa.Table:
+def read_arrow(source: DataSource, numbers: AbstractSet[str] = frozenset()) -> pa.Table:
     """The whole raw table as Arrow; clear errors for missing, empty and unreadable files."""
     fs, files = source.files()
     tables = []

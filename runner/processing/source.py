@@ -81,6 +81,7 @@ class DataSource:
             else:
                 counts = {d: line.count(d) for d in DELIMITERS}
                 self.delimiter = max(DELIMITERS, key=lambda d: (counts[d], -DELIMITERS.index(d)))
+        assert self.delimiter is not None  # given, or sniffed just above
         if line and self.delimiter not in line:
             other = next((d for d in DELIMITERS if d in line), None)
             if other is not None:
@@ -100,15 +101,16 @@ class DataSource:
         return f"synthetic({self.synthetic_rows} rows)" if self.is_synthetic else str(self.path)
 
     def filesystem(self):
+        assert self.path is not None  # the synthetic table has no files
         return fsspec.core.url_to_fs(os.path.expanduser(self.path), **self.storage_options)
 
-    def files(self) -> tuple[object, list[str]]:
+    def files(self) -> tuple[fsspec.AbstractFileSystem, list[str]]:
         """The filesystem and the data files (one file, or the files of a dataset directory);
         object-storage failures (credentials, bucket, access, endpoint) as one clear line."""
         with storage_errors(str(self.path), "dataset.storage_options"):
             return self._files()
 
-    def _files(self) -> tuple[object, list[str]]:
+    def _files(self) -> tuple[fsspec.AbstractFileSystem, list[str]]:
         fs, path = self.filesystem()
         if not fs.exists(path):
             if "://" in str(self.path) and not str(self.path).startswith("file://"):
@@ -117,6 +119,7 @@ class DataSource:
                 f"dataset not found: {self.path}; set dataset.path to an existing CSV or Parquet file"
             )
         if fs.isdir(path):
+            assert self.format is not None  # from_config sets it with the path
             suffixes = SUFFIXES.get(self.format, ("." + str(self.format),))
             files = sorted(
                 p for p in fs.find(path) if _without_compression(p.lower()).endswith(suffixes)
@@ -233,8 +236,9 @@ def _memoized_content_hash(fs, path: str) -> str:
     """The content hash, re-computed only when the file's stat (size, mtime_ns, inode) changes
     (git's index does the same): a cache hit then costs a stat, not a read of the whole file."""
     stat = os.stat(path)
-    signature = [os.path.abspath(path), stat.st_size, stat.st_mtime_ns, stat.st_ino]
-    memo = os.path.join(HASH_MEMO, hashlib.sha256(signature[0].encode()).hexdigest()[:32] + ".json")
+    absolute = os.path.abspath(path)
+    signature = [absolute, stat.st_size, stat.st_mtime_ns, stat.st_ino]
+    memo = os.path.join(HASH_MEMO, hashlib.sha256(absolute.encode()).hexdigest()[:32] + ".json")
     try:
         with open(memo) as handle:
             saved = json.load(handle)

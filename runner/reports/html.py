@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from runner.storage import write_text_atomic
@@ -76,7 +77,7 @@ def run_report(
     components: dict[str, str],
     config_yaml: str,
     plots: list[Path],
-    warnings: list[str] = (),
+    warnings: Sequence[str] = (),
 ) -> Path:
     """<run_dir>/report.html: metrics, warnings, plots, importance, timings, components, config."""
     sections = [("Metrics", metric_table(report))]

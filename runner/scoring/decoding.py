@@ -7,6 +7,7 @@ import pandas as pd
 
 from runner.model.layout import Layout
 from runner.processing.features import FeatureSet
+from runner.processing.features.number import NumberFeature
 from runner.scoring import metrics
 from runner.scoring.metrics import METRICS
 
@@ -23,6 +24,7 @@ class Decoders:
         feature = self.features[name]
         if feature.type_name != "number":
             return None
+        assert isinstance(feature, NumberFeature)
         return lambda v: feature.denormalize(v, self.stats[name])
 
     def predicted(self, name: str):
@@ -47,7 +49,9 @@ def constant_logits(layout: Layout, decoders: Decoders, rows: int) -> dict[str, 
             row[0] = 1.0
         elif spec.type == "number":
             stats = decoders.stats[spec.name]
-            mean = decoders.features[spec.name].normalize(np.array([stats["mean"]]), stats)
+            feature = decoders.features[spec.name]
+            assert isinstance(feature, NumberFeature)
+            mean = feature.normalize(np.array([stats["mean"]]), stats)
             row = mean.astype(np.float32)
         else:
             row = np.full(spec.size, -1.0, dtype=np.float32)

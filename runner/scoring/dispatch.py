@@ -59,6 +59,7 @@ def score_raw(
     chosen = predictor.features.all if task.labelled else predictor.features.inputs
     keep = list(task.keep_columns)
     if backend.offers_ray:
+        assert pool is not None  # there is one wherever Ray is offered
         import ray
         import ray.data
 
@@ -120,6 +121,7 @@ def score_split(
 ) -> BatchOutcome:
     """A processed cache split (with targets) as it lies in the cache."""
     if backend.offers_ray:
+        assert pool is not None  # there is one wherever Ray is offered
 
         def run(parts):
             # The pool's actors read their batches' row groups of the cache themselves: no

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
 from runner.model.layout import Layout
+
+if TYPE_CHECKING:
+    from runner.loading.tensors import TensorTable
 
 # trainer.precision -> autocast dtype (None: full precision)
 AUTOCAST = {"32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -33,7 +37,7 @@ class Inference:
             self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None
         )
 
-    def chunks(self, chunks: Iterable) -> Iterator[tuple[object, dict[str, torch.Tensor]]]:
+    def chunks(self, chunks: Iterable) -> Iterator[tuple[TensorTable, dict[str, torch.Tensor]]]:
         """Evaluation chunks moved to the device, outputs back on the CPU in float32."""
         self.model.eval()
         for chunk in chunks:

@@ -81,7 +81,7 @@ def partial(
     n = len(target)
     if kind == "binary":
         z = logits.reshape(-1).astype(np.float64)
-        y = target.astype(np.float64)
+        y: np.ndarray = target.astype(np.float64)  # the set branch's y holds booleans
         positive = y > 0.5
         scores = logits.reshape(-1)  # float32 from the model: 4 bytes a row
         return {

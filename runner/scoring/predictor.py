@@ -53,7 +53,7 @@ class Predictor:
         """The inputs with their types, the outputs with their types and classes."""
         outputs = []
         for spec in self.layout.outputs:
-            entry = {"name": spec.name, "type": spec.type}
+            entry: dict[str, str | list[str]] = {"name": spec.name, "type": spec.type}
             if spec.labels:
                 entry["classes"] = list(spec.labels)
             outputs.append(entry)

@@ -69,6 +69,7 @@ class PartitionScorer:
         if self.batches is not None:  # numbers of a cache split's batches: read here, rows
             numbers = batch["batch"].to_pylist()  # carrying their own row numbers
             pieces = [piece for n in numbers for piece in self.batches[n]]
+            assert self.split is not None  # given with the batches
             data, row_ids = read_pieces(self.split, pieces), None
         else:
             row_ids = batch[ROW_ID].to_numpy(dtype=np.int64)
@@ -80,6 +81,7 @@ class PartitionScorer:
             # across processes, and the driver owes the user its one line.
             return pd.DataFrame({"rows": [0], "stats": [pickle.dumps(None)], "error": [str(error)]})
         if self.parts is not None and result.rows:
+            assert result.predictions is not None  # parts are staged only when writing them
             self.parts.write(result.predictions, int(result.predictions["row"].iloc[0]))
         return pd.DataFrame(
             {"rows": [result.rows], "stats": [pickle.dumps(result.stats)], "error": [""]}
@@ -166,7 +168,8 @@ def _score_here(saved, task, parts, split, batches, rows: int, why: str):
 def _merged(results) -> tuple[int, list[dict]]:
     """(rows scored, each batch's statistics) from the scorer's records; its first error
     raised as the user's one line."""
-    rows, stats = 0, []
+    rows = 0
+    stats: list[dict] = []
     for batch in results:
         errors = batch["error"][batch["error"] != ""]
         if len(errors):

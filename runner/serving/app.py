@@ -15,6 +15,7 @@ Scoring is the Predictor's, as in command=predict.
 
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -68,8 +69,10 @@ class ModelServer:
     ):
         self.predictor = Predictor.load(model_dir)
         self.max_body_bytes = max_body_bytes
-        self.predict_batch.set_max_batch_size(max_batch_size)
-        self.predict_batch.set_batch_wait_timeout_s(batch_wait_timeout_s)
+        # Any: serve.batch gives the method these setters, which Ray's types of it leave out.
+        batched: Any = self.predict_batch
+        batched.set_max_batch_size(max_batch_size)
+        batched.set_batch_wait_timeout_s(batch_wait_timeout_s)
 
     def check_health(self) -> None:
         """Serve's periodic probe: a replica without its model is restarted."""

@@ -34,7 +34,8 @@ def deploy(settings: ServeConfig, model_dir: str) -> str:
     Predictor.load(model_dir)  # a bad model_dir fails here, in one line, before Serve starts
     require_ray("command=serve")
     serve.start(http_options={"host": settings.host, "port": settings.port})
-    app = ModelServer.options(
+    # A Deployment (serve.deployment): mypy keeps a decorated class's own type.
+    app = ModelServer.options(  # type: ignore[attr-defined]
         num_replicas=settings.num_replicas, ray_actor_options=replica_options(settings)
     ).bind(
         model_dir, settings.max_batch_size, settings.batch_wait_timeout_s, settings.max_body_bytes
@@ -43,11 +44,12 @@ def deploy(settings: ServeConfig, model_dir: str) -> str:
     return f"http://{settings.host}:{settings.port}"
 
 
-def serve_until_stopped(settings: ServeConfig, model_dir: str) -> None:
+def serve_until_stopped(settings: ServeConfig, model_dir: str | None) -> None:
     from ray import serve
 
     started = time.perf_counter()
     Predictor.load(model_dir)  # a bad model_dir fails here, in one line, before Ray starts
+    assert model_dir is not None  # load() raised the UserError that names it
     require_ray("command=serve")
     # After Ray's start, which installs handlers of its own: ours end the wait, then clean up.
     stop = threading.Event()

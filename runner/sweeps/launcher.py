@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
@@ -91,7 +92,7 @@ def trial_cpus(sweep_config: DictConfig) -> float:
     """CPUs one trial's workers hold (the trial driver itself holds none)."""
     from runner.config import TrainerConfig
 
-    trainer: TrainerConfig = OmegaConf.to_object(sweep_config.trainer)
+    trainer = cast(TrainerConfig, OmegaConf.to_object(sweep_config.trainer))
     return float(trainer.num_workers or trainer.min_workers or 1) * trainer.cpus_per_worker
 
 
@@ -114,7 +115,7 @@ class RayTrialLauncherBase(Launcher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        init = OmegaConf.to_container(self.ray_cfg.init, resolve=True)
+        init = cast(dict, OmegaConf.to_container(self.ray_cfg.init, resolve=True))
         # hydra-ray-launcher would otherwise force a 75 MiB object store (and fail to attach).
         init = {k: v for k, v in init.items() if v is not None}
         # No address and no RAY_ADDRESS: a Ray of the sweep's own, never a stray `ray start` cluster.
@@ -153,7 +154,7 @@ class RayTrialLauncherBase(Launcher):
         from hydra_plugins.hydra_ray_launcher._launcher_util import launch_job_on_ray
 
         remote = self.ray_cfg.remote
-        returns: list[JobReturn | None] = [None] * len(configs)
+        returns: dict[int, JobReturn] = {}  # by position in configs
         seconds: list[float | None] = [None] * len(configs)
         started: dict = {}
         queue = list(range(len(configs)))
@@ -185,8 +186,9 @@ class RayTrialLauncherBase(Launcher):
                     failed = JobReturn(overrides=list(job_overrides[i]), status=JobStatus.FAILED)
                     failed._return_value = error  # Hydra internal (runner/compat.py)
                     returns[i] = failed
-        _report(self.config, returns, job_overrides, initial_job_idx, seconds)
-        return returns
+        ordered = [returns[i] for i in range(len(configs))]  # the loop ends with every one
+        _report(self.config, ordered, job_overrides, initial_job_idx, seconds)
+        return ordered
 
     def _cap(self, configs: list[DictConfig]) -> int:
         cap = self.config.sweep.max_concurrent

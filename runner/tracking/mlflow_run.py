@@ -218,6 +218,7 @@ class MlflowRun:
             all_tags["mlflow.parentRunId"] = settings.parent_run_id
         all_tags["runner.tracking_uri"] = uri
         if existing is not None:
+            assert trial is not None  # only a trial's run is found again
             run_id = existing.info.run_id
             client.update_run(run_id, status="RUNNING")
             log.info("mlflow: trial %d continues its run %s", trial.number, run_id)

@@ -8,11 +8,12 @@ import warnings
 from pathlib import Path
 
 import mlflow.pyfunc
+from mlflow.pyfunc import PythonModel
 
 with warnings.catch_warnings():  # MLflow advises type hints at class creation: not needed here
     warnings.simplefilter("ignore")
 
-    class PredictorModel(mlflow.pyfunc.PythonModel):
+    class PredictorModel(PythonModel):
         def load_context(self, context) -> None:
             from runner.scoring.predictor import Predictor
 

@@ -58,6 +58,7 @@ class MlflowSidecar:
 
     def _start_reply(self) -> dict:
         if self._started is None:
+            assert self._opened is not None and self.settings is not None  # start() came first
             try:
                 self._started = self._opened.result()
             except BackgroundError as error:
@@ -80,6 +81,7 @@ class MlflowSidecar:
 
     def check(self) -> None:
         """Raises now if the run could not be opened, when that is known (no waiting)."""
+        assert self._opened is not None  # start() came first
         if self._started is None and self._opened.ready():
             self._start_reply()
 

@@ -32,8 +32,8 @@ class WeightAverage:
         self.module = copy.deepcopy(model).eval()
         for p in self.module.parameters():
             p.requires_grad_(False)
-        self._averaged = list(self.module.parameters())
-        self._current = list(model.parameters())
+        self._averaged: list[torch.Tensor] = list(self.module.parameters())
+        self._current: list[torch.Tensor] = list(model.parameters())
 
     @torch.no_grad()
     def update(self) -> None:

@@ -62,4 +62,5 @@ class Trainer(Protocol):
 
     def world_size(self, backend: Backend) -> int: ...
 
-    def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult: ...
+    def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult | None:
+        """The result; None on the ranks other than 0 under horovodrun."""

@@ -62,6 +62,7 @@ class DDPTrainer(DistributedTrainer):
         from ray.train import FailureConfig, RunConfig, ScalingConfig
         from ray.train.torch import TorchConfig, TorchTrainer
 
+        assert job.run_id is not None  # _fit gives every attempt the trainer's
         storage = worker_setup.log_dir(self.settings.logdir, job.run_dir).absolute()
         trainer = TorchTrainer(
             _ddp_worker,

@@ -93,14 +93,15 @@ class HorovodTrainer(DistributedTrainer):
         if backend.launched_ranks:
             return backend.size
         if self.settings.elastic:
+            assert self.settings.min_workers is not None  # what makes the run elastic
             return self.settings.max_workers or self.settings.min_workers
         return super().world_size(backend)
 
     def _min_workers(self, workers: int) -> int:
-        # An elastic run needs room for its minimum only; it grows into what is free.
-        return self.settings.min_workers if self.settings.elastic else workers
+        # Elastic (min_workers set): room for its minimum only; it grows into what is free.
+        return self.settings.min_workers or workers
 
-    def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult:
+    def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult | None:
         if backend.launched_ranks:  # under horovodrun: this process is one rank
             job = replace(make_job(backend.size), use_gpu=local_gpu(self.settings.use_gpu))
             return _horovod_worker(job)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -25,6 +27,11 @@ from runner.training.job import TrainingJob, TrainingResult
 from runner.training.optimization import make_optimizer, scaled_learning_rate
 from runner.training.reporting import report_epoch
 from runner.training.step import Step
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
+    from runner.training.base import Strategy
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +144,7 @@ class _Epochs:
     elastic strategy can run it again from its last commit with other workers."""
 
     job: TrainingJob
-    strategy: object
+    strategy: Strategy
     layout: Layout
     decoders: Decoders
     model: nn.Module
@@ -150,12 +157,14 @@ class _Epochs:
     train_data: object
     val_data: object
     has_validation: bool
-    writer: object = None
-    commit: object = None  # called after every epoch (elastic: records the state to return to)
+    writer: SummaryWriter | None = None
+    # Called after every epoch (elastic: records the state to return to).
+    commit: Callable[[], None] | None = None
 
     def reopen_shards(self) -> None:
         """This worker's shards for the current rank and world size (after an elastic reset)."""
         job, strategy = self.job, self.strategy
+        assert job.splits is not None  # TrainingJob.create keeps them
         self.train_data = job.loader.open(
             job.loader.shards(job.splits.join("train"), strategy.world_size, equal=True)[
                 strategy.rank
@@ -196,7 +205,7 @@ class _Epochs:
             samples = seen * strategy.world_size  # equal training shards
             self.result.samples_seen += samples
             self.result.step_seconds += step_seconds
-            val_metrics = {}
+            val_metrics: dict[str, float] = {}
             if self.has_validation:
                 val_metrics, baseline = _evaluate(
                     self.step,

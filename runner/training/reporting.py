@@ -89,7 +89,8 @@ def relayed_reports() -> Iterator[RelayReporter | None]:
         return
     import ray
 
-    relay = ray.remote(num_cpus=0)(_EpochRelay).remote()
+    # Any: Ray types an actor handle's methods without their .remote.
+    relay: Any = ray.remote(num_cpus=0)(_EpochRelay).remote()
     done = threading.Event()
 
     def pump() -> None:

@@ -9,6 +9,7 @@ predictions so that reported metrics cover every worker's rows.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,12 +29,23 @@ class LocalStrategy:
     """One process: every collective is the identity."""
 
     name = "local"
-    rank = 0
-    world_size = 1
-    local_size = 1  # workers of this run on this machine
 
     def __init__(self, use_gpu: bool):
         self.device = pick_device(use_gpu)
+
+    # Read-only properties: a subclass may ask its library each time (elastic Horovod).
+    @property
+    def rank(self) -> int:
+        return 0
+
+    @property
+    def world_size(self) -> int:
+        return 1
+
+    @property
+    def local_size(self) -> int:
+        """Workers of this run on this machine."""
+        return 1
 
     @property
     def is_main(self) -> bool:
@@ -103,11 +115,23 @@ class DDPStrategy(LocalStrategy):
         import torch.distributed as dist
 
         self.dist = dist
-        self.rank = dist.get_rank()
-        self.world_size = dist.get_world_size()
-        self.local_size = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))
+        self._rank = dist.get_rank()
+        self._world_size = dist.get_world_size()
+        self._local_size = int(os.environ.get("LOCAL_WORLD_SIZE", self._world_size))
         self.compression = compression
         self.device = pick_device(use_gpu, int(os.environ.get("LOCAL_RANK", 0)))
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        return self._world_size
+
+    @property
+    def local_size(self) -> int:
+        return self._local_size
 
     def prepare(self, model, optimizer):
         from torch.nn.parallel import DistributedDataParallel
@@ -121,7 +145,7 @@ class DDPStrategy(LocalStrategy):
         return wrapped, optimizer
 
     def gather(self, arrays):
-        parts = [None] * self.world_size
+        parts: list[Any] = [None] * self.world_size  # all_gather_object fills it
         self.dist.all_gather_object(parts, arrays)
         return _concat(parts)
 

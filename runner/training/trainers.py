@@ -53,7 +53,8 @@ class LocalTrainer:
     def world_size(self, backend: Backend) -> int:
         return 1
 
-    def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult:
+    # | None: HorovodTrainer's ranks other than 0 under horovodrun have no result.
+    def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult | None:
         use_gpu = local_gpu(self.settings.use_gpu)
         return run_training(replace(make_job(1), use_gpu=use_gpu), LocalStrategy(use_gpu=use_gpu))
 
@@ -131,7 +132,7 @@ class DistributedTrainer(LocalTrainer):
                     "trainer.num_workers or trainer.resources_per_worker"
                 )
 
-    def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult:
+    def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult | None:
         with relayed_reports() as reporter:  # a sweep's scheduler hears rank 0's epochs
             return self._fit(make_job, backend, reporter)
 

@@ -27,13 +27,16 @@ def log_dir(logdir: str | None, run_dir: str) -> Path:
     return Path(logdir or Path(run_dir) / "workers")
 
 
+class _WorkerLog(logging.FileHandler):
+    _runner_worker = True  # what tells log_to_file the process has one already
+
+
 def log_to_file(logdir: Path, rank: int) -> None:
     """Workers log to <logdir>/rank-N.log (and to stderr, which Ray forwards)."""
     logdir.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
     if not any(getattr(h, "_runner_worker", False) for h in root.handlers):
-        handler = logging.FileHandler(logdir / f"rank-{rank}.log")
-        handler._runner_worker = True
+        handler = _WorkerLog(logdir / f"rank-{rank}.log")
         handler.setFormatter(
             logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
         )

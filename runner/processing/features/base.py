@@ -58,7 +58,9 @@ def as_strings(series: pd.Series) -> pd.Series:
         out = np.where(
             whole, np.where(missing, 0, values).astype(np.int64).astype(str), values.astype(str)
         )
-        return pd.Series(np.where(missing, None, out), index=series.index, dtype=object)
+        # numpy's stubs reject None here; at run time it makes an object array.
+        kept = np.where(missing, None, out)  # type: ignore[call-overload]
+        return pd.Series(kept, index=series.index, dtype=object)
     if pd.api.types.is_integer_dtype(series):
         return series.astype(str).astype(object).where(series.notna(), None)
     if pd.api.types.is_string_dtype(series) and pd.api.types.infer_dtype(series, skipna=True) in (
@@ -79,6 +81,7 @@ class Feature:
     # Preprocessing options and their defaults; anything else is a config error.
     defaults: ClassVar[dict[str, Any]] = {}
     missing_strategies: ClassVar[tuple[str, ...]] = ()
+    _vocab_cache: tuple[list[str], pd.Index]  # vocab_index's, set on first use
 
     def __init__(self, cfg: dict, role: str):
         self.name = cfg["name"]

@@ -3,6 +3,8 @@ the quantile bin edges of the piecewise-linear encoder."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -69,7 +71,7 @@ class NumberFeature(Feature):
     def partial_stats(self, series, row_ids):
         v = self._numeric(series, row_ids)
         present = v[~np.isnan(v)]
-        stats = {
+        stats: dict[str, Any] = {
             "count": int(present.size),
             "rows": len(v),
             "sum": float(present.sum()),
@@ -87,7 +89,7 @@ class NumberFeature(Feature):
     def combine(self, partials):
         count = seen_count(partials, f"number feature '{self.name}' has no values")
         mean, std = merged_moments(partials, "sum", "sum_sq", count)
-        stats = {
+        stats: dict[str, Any] = {
             "mean": mean,
             "std": std,
             "min": min(p["min"] for p in partials if p["min"] is not None),
@@ -100,10 +102,13 @@ class NumberFeature(Feature):
                 partials, "log_sum", "log_sum_sq", count
             )
         elif mode == "quantile":
+            assert sample is not None  # _needs_sample
             stats["quantiles"] = _quantiles(sample, int(self.options["num_quantiles"]))
         elif mode in ("auto", "robust"):
+            assert sample is not None  # _needs_sample (robust: inputs only)
             stats.update(self._decide(sample, stats["min"], mode))
         if self.role == "input":
+            assert sample is not None  # _needs_sample
             edges = _bin_edges(sample, BIN_EDGES)
             stats["bin_edges"] = np.unique(self.normalize(edges, stats)).tolist()
             # Missing in training: a flag column beside the filled value, so that the model can

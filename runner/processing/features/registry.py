@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from runner.errors import UserError
 from runner.processing.features.base import Feature
 from runner.processing.features.binary import BinaryFeature
@@ -28,7 +30,7 @@ FEATURE_TYPES: dict[str, type[Feature]] = {
 
 def build_feature(cfg: dict, role: str) -> Feature:
     name = cfg.get("name")
-    kind = cfg.get("type")
+    kind: Any = cfg.get("type")  # whatever the config holds; checked below
     if not name:
         raise UserError(f"an {role} feature has no name; every feature needs name and type")
     cls = FEATURE_TYPES.get(kind)
