@@ -1,7 +1,7 @@
 """Train / validation / test assignment that does not depend on partitioning.
 
 Each row's split comes from a counter-based hash of (seed, global row number),
-so pandas, Dask and Modin assign every row the same split however the table is
+so every processor (pandas, Arrow, Dask, Modin) assigns every row the same split however the table is
 partitioned.
 """
 
