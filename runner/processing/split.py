@@ -1,8 +1,8 @@
 """Train / validation / test assignment that does not depend on partitioning.
 
 Each row's split comes from a counter-based hash of (seed, global row number),
-so every processor (pandas, Arrow, Dask, Modin) assigns every row the same split however the table is
-partitioned.
+so every processor (pandas, Arrow, Dask, Modin) assigns every row the same split however
+the table is partitioned.
 """
 
 import numpy as np
