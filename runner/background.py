@@ -150,6 +150,28 @@ class Background:
         self._process.wait()
 
 
+# A child started before Hydra composed the run (start_early), until the command adopts it.
+_early: Background | None = None
+
+
+def start_early(target: str, *args) -> None:
+    """Starts the run's child now with a first call (a warm-up): run.py does this before Hydra
+    composes the config when the command line asks for MLflow, so that MLflow's imports
+    overlap Hydra's start as well as the run's. The command takes the child over with
+    adopt_early(); a process that never does leaves it at its exit (the child's input ends
+    and it goes)."""
+    global _early
+    _early = Background()
+    _early.call(target, *args, reply=False)
+
+
+def adopt_early() -> Background | None:
+    """The child start_early() started, handed over once (None when there is none)."""
+    global _early
+    child, _early = _early, None
+    return child
+
+
 # --- the child's side ------------------------------------------------------------------------
 
 _FAILURES: list[tuple[str, str]] = []  # (target, what it raised) of reply=False calls

@@ -65,11 +65,14 @@ def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
 def _background(cfg: DictConfig):
     """The process that draws the figures and logs to MLflow while the run goes on
     (runner/background.py): for the commands that write results, on the main rank."""
-    if cfg.get("command") not in RESULT_COMMANDS or launched_rank() not in (None, 0):
-        return None
-    from runner.background import Background
+    from runner.background import Background, adopt_early
 
-    return Background()
+    early = adopt_early()  # run.py's, started before Hydra composed the config
+    if cfg.get("command") not in RESULT_COMMANDS or launched_rank() not in (None, 0):
+        if early is not None:
+            early.stop()
+        return None
+    return early or Background()
 
 
 def _mlflow_sidecar(cfg: DictConfig, run_dir: str | Path, child):

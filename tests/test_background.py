@@ -46,6 +46,22 @@ def test_the_child_is_niced_and_stop_drops_what_is_queued():
     assert child._process.returncode is not None
 
 
+def test_a_child_started_early_is_handed_over_once_with_its_warm_up_done():
+    """run.py starts the child before Hydra composes the config (logger=mlflow); the command
+    adopts that one instead of starting a second."""
+    from runner.background import adopt_early, start_early
+
+    assert adopt_early() is None  # none started
+    start_early("sys:setrecursionlimit", 4321)
+    child = adopt_early()
+    assert child is not None and adopt_early() is None  # handed over once
+    try:
+        assert child.call("sys:getrecursionlimit").result() == 4321  # ran first, in the child
+        assert child.sync() == []
+    finally:
+        assert child.close() == []
+
+
 def test_a_child_that_dies_is_an_error_not_a_hang():
     child = Background()
     pid = child.call("os:getpid").result()
