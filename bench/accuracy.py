@@ -44,6 +44,7 @@ VARIANTS = {
     "ema": ["trainer.ema_epochs=1"],
     "ema0.25": ["trainer.ema_epochs=0.25"],
     "cosine": ["trainer.schedule=cosine"],
+    "single": ["model.ensemble_size=1"],  # no ensemble, whatever the table's size
     "ens4": ["model.ensemble_size=4"],
     "ens8": ["model.ensemble_size=8"],
     "ens16": ["model.ensemble_size=16"],

@@ -127,6 +127,11 @@ class DatasetConfig:
         return list(self.target or [])
 
 
+# model.ensemble_size=null's members on a table small enough (docs/accuracy.md: 8 members gained
+# on 10 of 11 suite tables and cost up to 4.2x the wall time; 4 keep that within 3x).
+ENSEMBLE_AUTO = 4
+
+
 @dataclass
 class ModelConfig:
     # null (model=auto): inferred from the table, with dataset.target as the output.
@@ -150,8 +155,11 @@ class ModelConfig:
     rare_token_dropout: float = 20.0
     # Members of a parameter-efficient ensemble (TabM-mini: one MLP shared by k members, each
     # with its own sign adapter on the MLP's input and its own head; predictions averaged).
-    # 1: off.
-    ensemble_size: int = 1
+    # null (auto): ENSEMBLE_AUTO members when the training split has at most
+    # ensemble_max_rows rows, else 1 (off): the members multiply the MLP's work per row, a few
+    # seconds on a small table, the run's whole cost at a million rows (docs/accuracy.md).
+    ensemble_size: int | None = None
+    ensemble_max_rows: int = 50_000
 
     def __post_init__(self):
         _one_of(self.combiner, ("concat", "residual", "transformer"), "model.combiner")
@@ -185,12 +193,36 @@ class ModelConfig:
         _require(
             self.embedding_size >= 1, "model.embedding_size", "at least 1", self.embedding_size
         )
-        _require(self.ensemble_size >= 1, "model.ensemble_size", "at least 1", self.ensemble_size)
-        if self.ensemble_size > 1 and self.combiner == "transformer":
+        _require(
+            self.ensemble_size is None or self.ensemble_size >= 1,
+            "model.ensemble_size",
+            "at least 1, or null (auto)",
+            self.ensemble_size,
+        )
+        if (self.ensemble_size or 1) > 1 and self.combiner == "transformer":
             raise UserError(
                 "model.ensemble_size>1 shares the concat or residual combiner's MLP among its "
                 "members; set model.combiner=concat or model.ensemble_size=1"
             )
+
+    def ensemble_members(self, train_rows: int | None) -> tuple[int, str]:
+        """The ensemble's members and why: model.ensemble_size, or its auto pick for a training
+        split of `train_rows` rows."""
+        if self.ensemble_size is not None:
+            return self.ensemble_size, "model.ensemble_size"
+        if self.combiner == "transformer":
+            return 1, "the transformer combiner has no shared MLP to ensemble"
+        if train_rows is not None and train_rows <= self.ensemble_max_rows:
+            return ENSEMBLE_AUTO, (
+                f"{train_rows:,} training rows, at most model.ensemble_max_rows="
+                f"{self.ensemble_max_rows:,}"
+            )
+        return 1, (
+            f"{train_rows:,} training rows, more than model.ensemble_max_rows="
+            f"{self.ensemble_max_rows:,}: the members' cost would grow with the rows"
+            if train_rows is not None
+            else "the training split's size is unknown"
+        )
 
     @property
     def number_encoding(self) -> str:

@@ -92,3 +92,16 @@ def test_the_ensemble_needs_an_mlp_combiner():
         ModelConfig(combiner="transformer", ensemble_size=4)
     with pytest.raises(UserError, match="model.ensemble_size=0 is out of range"):
         ModelConfig(ensemble_size=0)
+
+
+def test_the_ensemble_is_on_by_itself_for_small_tables_only():
+    auto = ModelConfig()
+    members, why = auto.ensemble_members(30_000)
+    assert members == 4 and "30,000 training rows" in why
+    members, why = auto.ensemble_members(700_000)
+    assert members == 1 and "more than model.ensemble_max_rows=50,000" in why
+    assert ModelConfig(ensemble_size=2).ensemble_members(700_000) == (2, "model.ensemble_size")
+    assert ModelConfig(combiner="transformer").ensemble_members(100)[0] == 1
+    assert ModelConfig(ensemble_max_rows=10).ensemble_members(100)[0] == 1
+    small = build_model(Layout(**{**_layout().__dict__, "train_rows": 500}), ModelConfig())
+    assert small.members == 4

@@ -343,6 +343,30 @@ def test_unknown_early_stopping_metric(tmp_path, cache_dir):
         run_experiment(tmp_path / "run", cache_dir, *FAST, "trainer.early_stopping.metric=label/f1")
 
 
+def test_the_auto_ensemble_is_logged_and_a_model_saved_before_it_still_loads(
+    tmp_path, cache_dir, caplog
+):
+    """model.ensemble_size=null picks its members from the training rows and says why; a model
+    dir whose config has no ensemble_size (saved before it existed) is one network."""
+    import logging
+
+    import yaml
+
+    from runner import Predictor
+
+    with caplog.at_level(logging.INFO, logger="runner.commands"):
+        run_experiment(tmp_path / "auto", cache_dir, *FAST)
+    assert "model.ensemble_size=auto picked 4: 6,993 training rows" in caplog.text
+    assert Predictor.load(tmp_path / "auto" / "model").saved.network.members == 4
+
+    run_experiment(tmp_path / "one", cache_dir, *FAST, "model.ensemble_size=1")
+    config = tmp_path / "one" / "model" / "config.yaml"
+    saved = yaml.safe_load(config.read_text())
+    del saved["model"]["ensemble_size"]
+    config.write_text(yaml.safe_dump(saved))
+    assert Predictor.load(tmp_path / "one" / "model").saved.network.members == 1
+
+
 def test_run_outputs(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
     run_experiment(run_dir, cache_dir, *FAST, "trainer.checkpoint_every=2")

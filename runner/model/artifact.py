@@ -41,6 +41,8 @@ def load_model_dir(model_dir: str | os.PathLike | None) -> SavedModel:
         )
     meta = json.loads((path / "meta.json").read_text())
     saved = OmegaConf.load(path / "config.yaml").model
+    if "ensemble_size" not in saved:  # saved before the ensemble existed: a single network
+        saved.ensemble_size = 1
     settings = cast(
         ModelConfig, OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ModelConfig), saved))
     )

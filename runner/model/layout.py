@@ -49,6 +49,7 @@ class Layout:
     bin_edges: list[list[float]] = field(default_factory=list)
     # Per vocabulary text, each vocabulary token's training count (ids 2, 3, ... in order).
     token_counts: dict[str, list[int] | None] = field(default_factory=dict)
+    train_rows: int | None = None  # the training split's (model.ensemble_size=null reads it)
 
     @classmethod
     def from_meta(cls, meta: dict, model: ModelConfig) -> Layout:
@@ -93,4 +94,5 @@ class Layout:
                 outputs.append(OutputSpec(name, "set", len(stats["vocab"]), list(stats["vocab"])))
             else:
                 outputs.append(OutputSpec(name, "number", 1))
-        return cls(numeric, categories, texts, outputs, unknown, edges, counts)
+        train_rows = meta.get("rows", {}).get("train")
+        return cls(numeric, categories, texts, outputs, unknown, edges, counts, train_rows)

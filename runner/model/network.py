@@ -296,7 +296,7 @@ class TabularModel(nn.Module):
         # TabM-mini (Gorishniy et al., 2024): k members share everything but a sign adapter on
         # the MLP's input (random +-1, trained) and their heads. Training fits every member on
         # every batch (the loss is their mean); prediction averages them.
-        self.members = settings.ensemble_size
+        self.members, _ = settings.ensemble_members(layout.train_rows)
         self.adapter = None
         if self.members > 1:
             signs = torch.randint(0, 2, (self.members, sum(widths))) * 2.0 - 1.0
