@@ -217,12 +217,12 @@ def _train(run: Run, pre: Preprocessed, figures, tracker=None):
         job.tracking = tracker.epochs() if tracker is not None else None
         return job
 
+    layout = Layout.from_meta(pre.meta, run.settings.model)
     model = run.settings.model
     if model.ensemble_size is None and run.backend.is_main:  # an auto pick, with its reason
-        members, why = model.ensemble_members(pre.meta.get("rows", {}).get("train"))
+        members, why = model.ensemble_members(layout.train_rows)
         log.info("model.ensemble_size=auto picked %d: %s", members, why)
     result = run.trainer.fit(make_job, run.backend)
-    layout = Layout.from_meta(pre.meta, run.settings.model)
     if not run.backend.is_main:
         return result, layout  # under horovodrun, rank 0 writes the outputs
     assert result is not None and result.model is not None  # rank 0's, with its model

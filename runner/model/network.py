@@ -164,6 +164,11 @@ def mean_of_members(kind: str, logits: torch.Tensor) -> torch.Tensor:
     return logits.mean(dim=1)
 
 
+def ensemble_prediction(layout: Layout, logits: dict[str, torch.Tensor]) -> dict:
+    """Every output's ensemble prediction from its members' logits (mean_of_members)."""
+    return {spec.name: mean_of_members(spec.type, logits[spec.name]) for spec in layout.outputs}
+
+
 def _mlp(width: int, hidden: int, layers: int, dropout: float) -> tuple[nn.Sequential, int]:
     modules: list[nn.Module] = []
     for _ in range(layers):
@@ -199,8 +204,9 @@ class ResidualCombiner(nn.Module):
         self.out = nn.Sequential(nn.LayerNorm(hidden), nn.ReLU())
         self.width = hidden
 
-    def forward(self, parts: list[torch.Tensor]) -> torch.Tensor:
-        return self.out(self.blocks(self.project(torch.cat(parts, dim=1))))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The encodings side by side, [rows, width] (or an ensemble's copies, [rows, k, width])."""
+        return self.out(self.blocks(self.project(x)))
 
 
 class TransformerCombiner(nn.Module):
@@ -328,25 +334,17 @@ class TabularModel(nn.Module):
         """Logits per output, [rows, size]; an ensemble in training mode gives each member's,
         [rows, k, size], for the loss to fit every member."""
         parts = self._encode(inputs)
-        if self.adapter is not None:
-            hidden = self._mlp_body(torch.cat(parts, dim=1).unsqueeze(1) * self.adapter)
-            logits = {name: head(hidden) for name, head in self.heads.items()}
-            if self.training:
-                return logits
-            kinds = {spec.name: spec.type for spec in self.layout.outputs}
-            return {name: mean_of_members(kinds[name], z) for name, z in logits.items()}
-        if self.combiner is not None:
+        if isinstance(self.combiner, TransformerCombiner):
             hidden = self.combiner(parts)
-        else:
-            hidden = self.mlp(torch.cat(parts, dim=1))
-        return {name: head(hidden) for name, head in self.heads.items()}
-
-    def _mlp_body(self, x: torch.Tensor) -> torch.Tensor:
-        if self.combiner is not None:  # the residual combiner, on the members' copies
-            combiner = self.combiner
-            assert isinstance(combiner, ResidualCombiner)  # config: no ensemble with transformer
-            return combiner.out(combiner.blocks(combiner.project(x)))
-        return self.mlp(x)
+        else:  # an MLP (plain or residual) over the encodings side by side
+            x = torch.cat(parts, dim=1)
+            if self.adapter is not None:  # each member's copy, through its sign adapter
+                x = x.unsqueeze(1) * self.adapter
+            hidden = self.combiner(x) if self.combiner is not None else self.mlp(x)
+        logits = {name: head(hidden) for name, head in self.heads.items()}
+        if self.adapter is None or self.training:
+            return logits
+        return ensemble_prediction(self.layout, logits)
 
 
 def build_model(layout: Layout, model: ModelConfig) -> TabularModel:

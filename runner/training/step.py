@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from runner.model.layout import Layout
-from runner.model.network import mean_of_members
+from runner.model.network import ensemble_prediction
 from runner.scoring.inference import AUTOCAST, Inference
 from runner.training.averaging import WeightAverage
 from runner.training.optimization import output_loss
@@ -41,10 +41,7 @@ class Step(Inference):
             self.average.update()
         if next(iter(logits.values())).dim() == 3:  # an ensemble's members: metrics score
             with torch.no_grad():  # the ensemble's prediction
-                logits = {
-                    spec.name: mean_of_members(spec.type, logits[spec.name].float())
-                    for spec in self.layout.outputs
-                }
+                logits = ensemble_prediction(self.layout, {k: v.float() for k, v in logits.items()})
         return {k: v.detach().float().cpu() for k, v in logits.items()}
 
     def evaluation(self) -> Inference:
