@@ -28,7 +28,7 @@ class TuneSweeperBase(Sweeper):
     config: DictConfig  # given to setup(), which Hydra calls before sweep()
 
     def __init__(self, **settings):
-        self.given = {k: v for k, v in settings.items() if k != "_target_"}
+        self.given = settings  # Hydra's instantiate passes every key but _target_
         self._settings: TuneSweeperConfig | None = None
 
     @property
