@@ -127,11 +127,21 @@ def start_test_ray():
 
 
 def free_port() -> int:
-    import socket
+    return free_ports(1)[0]
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: every socket stays bound until all are picked, since two
+    separate picks can get the same port back (CI's `ray start` once got it for both its GCS and
+    its dashboard)."""
+    import socket
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
 def houses(rows: int = 600, seed: int = 0) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from helpers import ROOT, free_port, run_cli
+from helpers import ROOT, free_port, free_ports, run_cli
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 BIN = Path(sys.executable).parent
@@ -26,7 +26,7 @@ TWO_SMALL_WORKERS = [
 @pytest.fixture
 def head():
     """`ray start --head` with its dashboard and job server, as on a real cluster's head node."""
-    port, dashboard = free_port(), free_port()
+    port, dashboard = free_ports(2)
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "RAY_ADDRESS": ""}
     subprocess.run(
         [
