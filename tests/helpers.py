@@ -256,3 +256,14 @@ def assert_same_caches(results: dict) -> None:
                     )
                 else:
                     assert g.to_pylist() == w.to_pylist(), (engine, split, column)
+
+
+def mlflow_sweep_runs(uri: str, experiment: str = "tabular-runner") -> tuple[list, list]:
+    """A sweep's MLflow runs in the store at `uri`: (parents, children)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return parents, children

@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 import pytest
-from helpers import CONF, run_cli
+from helpers import CONF, mlflow_sweep_runs, run_cli
 from hydra import compose, initialize_config_dir
 
 
@@ -32,6 +32,7 @@ def local_sweep(tmp_path, *overrides):
 @pytest.mark.distributed
 def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
     sweep_dir, cache = tmp_path / "sweep", tmp_path / "cache"
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     result = run_cli(
         "--multirun",
         "hydra/launcher=ray",
@@ -44,6 +45,8 @@ def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
         "dataset.synthetic_rows=4000",
         "trainer.learning_rate=0.001,0.003,0.01",
         "sweep.objective=val/roc_auc",
+        "logger=mlflow",
+        f"logger.mlflow.tracking_uri={tracking}",
         f"cache_dir={cache}",
         f"hydra.sweep.dir={sweep_dir}",
         timeout=900,
@@ -52,6 +55,13 @@ def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     report = pd.read_csv(sweep_dir / "sweep_report.csv")
     assert len(report) == 3 and (report["status"] == "completed").all()
+    # MLflow: one parent for the sweep, one child per trial (rank 0's alone, not one per worker).
+    parents, children = mlflow_sweep_runs(tracking)
+    assert len(parents) == 1 and len(children) == 3
+    assert parents[0].data.tags["runner.sweep_driver"] == "ray launcher"
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    assert {c.data.tags["runner.trial_status"] for c in children} == {"completed"}
+    assert parents[0].data.metrics["sweep/trials_completed"] == 3
     assert report["objective"].is_monotonic_decreasing  # best (highest AUC) first
     assert sorted(report["param:trainer.learning_rate"].astype(float)) == [0.001, 0.003, 0.01]
     for name in ("sweep_report.md", "sweep_report.png"):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import ROOT, error_lines, run_cli
+from helpers import ROOT, error_lines, mlflow_sweep_runs, run_cli
 
 from runner.training import checkpoints
 
@@ -40,6 +40,7 @@ def run_sweep(
 
 def test_asha_prunes_some_trials_and_completes_others(tmp_path):
     cache = tmp_path / "cache"
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     result, sweep_dir = run_sweep(
         tmp_path,
         "hydra.sweeper.num_samples=6",
@@ -52,10 +53,20 @@ def test_asha_prunes_some_trials_and_completes_others(tmp_path):
         "trainer.learning_rate=choice(0.000001,0.00001,0.01,0.03)",
         "model.hidden_size=16,32",
         "sweep.objective=val/roc_auc",
+        "logger=mlflow",
+        f"logger.mlflow.tracking_uri={tracking}",
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = pd.read_csv(sweep_dir / "sweep_report.csv")
     assert len(report) == 6 and set(report["trial"]) == set(range(6))
+    # MLflow: a child per trial under one parent, each with the status the report gives it.
+    parents, children = mlflow_sweep_runs(tracking)
+    assert len(parents) == 1 and len(children) == 6
+    assert parents[0].data.tags["runner.sweep_driver"] == "tune sweeper"
+    statuses = {c.info.run_name: c.data.tags["runner.trial_status"] for c in children}
+    assert statuses == {
+        f"trial {t}": s for t, s in zip(report["trial"], report["status"], strict=True)
+    }
     assert set(report["status"]) <= {"completed", "pruned"}
     pruned, completed = (
         report[report["status"] == "pruned"],
@@ -241,6 +252,7 @@ def _kill_session(process: subprocess.Popen) -> None:
 
 def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
     sweep_dir = tmp_path / "sweep"
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     command = [
         sys.executable,
         str(ROOT / "run.py"),
@@ -255,6 +267,8 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
             "dataset.synthetic_rows=20000",
             "trainer.learning_rate=0.03,0.01,0.02",
             "sweep.objective=val/roc_auc",
+            "logger=mlflow",
+            f"logger.mlflow.tracking_uri={tracking}",
         ),
     ]
     env = {**os.environ, "RAY_ADDRESS": ""}
@@ -295,6 +309,11 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
     training = json.loads((interrupted / "metrics.json").read_text())["training"]
     assert training["resumed_at_epoch"] >= 1  # went on from its checkpoint
     assert "resumed from" in (interrupted / "run.log").read_text()
+    # MLflow: the resumed sweep reopens its parent and logs no trial twice.
+    parents, children = mlflow_sweep_runs(tracking)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert sorted(c.info.run_name for c in children) == ["trial 0", "trial 1", "trial 2"]
+    assert {c.data.tags["runner.trial_status"] for c in children} == {"completed"}
 
 
 def test_resume_without_an_experiment_is_one_line(tmp_path):
@@ -312,6 +331,7 @@ def test_resume_without_an_experiment_is_one_line(tmp_path):
 
 
 def test_failed_trial_is_reported_and_the_sweep_goes_on(tmp_path):
+    tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     result, sweep_dir = run_sweep(
         tmp_path,
         "hydra.sweeper.search=grid",
@@ -320,9 +340,19 @@ def test_failed_trial_is_reported_and_the_sweep_goes_on(tmp_path):
         "trainer.epochs=1",
         "dataset.synthetic_rows=2000",
         "trainer.optimizer=adamw,rmsprop",
+        "logger=mlflow",
+        f"logger.mlflow.tracking_uri={tracking}",
         timeout=600,
     )
     assert result.returncode == 1, result.stderr[-3000:]
+    parents, children = mlflow_sweep_runs(tracking)
+    statuses = {c.info.run_name: c.data.tags["runner.trial_status"] for c in children}
+    assert len(parents) == 1 and statuses == {"trial 0": "completed", "trial 1": "failed"}
+    failed = next(c for c in children if c.info.run_name == "trial 1")
+    assert (
+        failed.info.status == "FAILED" and "rmsprop is unknown" in failed.data.tags["runner.error"]
+    )
+    assert failed.data.params["trainer.optimizer"] == "rmsprop"
     assert "error: 1 of 2 trials failed (trial 1)" in result.stderr
     report = pd.read_csv(sweep_dir / "sweep_report.csv").fillna("").set_index("trial")
     assert report.loc[0, "status"] == "completed" and report.loc[0, "epochs"] == 1

@@ -63,5 +63,20 @@ def _close(parent, sweep_dir: Path, objective: str, failed: bool) -> None:
         if len(values):  # the table is sorted best first
             metrics[f"best/{objective}"] = float(values.iloc[0])
         parent.log_metrics({"sweep": {k: v for k, v in metrics.items() if math.isfinite(v)}})
+        _record_failures(parent, sweep_dir, table)
     parent.log_artifacts(sweep_dir, SWEEP_ARTIFACTS)
     parent.finish(failed)
+
+
+def _record_failures(parent, sweep_dir: Path, table) -> None:
+    from runner.tracking.mlflow_run import record_failed_trial
+
+    for _, row in table[table["status"] == "failed"].iterrows():
+        overrides, error = row.get("overrides"), row.get("error")
+        record_failed_trial(
+            parent,
+            str(sweep_dir.resolve()),
+            int(row["trial"]),
+            overrides if isinstance(overrides, str) else "",
+            error if isinstance(error, str) else "",
+        )

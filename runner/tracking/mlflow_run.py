@@ -279,6 +279,32 @@ class MlflowRun:
         self.client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
 
 
+def record_failed_trial(parent: MlflowRun, sweep_dir: str, number: int, overrides: str, error: str):
+    """A child run for a trial that failed before its own run could log (a bad value in its
+    overrides, a process killed at start), so the sweep's page lists every trial; nothing
+    when the trial's run exists."""
+    from mlflow.entities import Param
+
+    client = parent.client
+    if _find_run(client, parent.experiment_id, {SWEEP_DIR_TAG: sweep_dir, TRIAL_TAG: str(number)}):
+        return
+    tags = {
+        "mlflow.parentRunId": parent.run_id,
+        SWEEP_DIR_TAG: sweep_dir,
+        TRIAL_TAG: str(number),
+        "runner.overrides": overrides,
+        "runner.trial_status": "failed",
+        "runner.error": error[:5000],  # MLflow's limit on a tag's value is 8000
+    }
+    run = client.create_run(
+        parent.experiment_id, tags=_base_tags(parent.settings, tags), run_name=f"trial {number}"
+    )
+    params = [o.split("=", 1) for o in overrides.split() if "=" in o]
+    if params:
+        client.log_batch(run.info.run_id, params=[Param(k, redact_uri(v)) for k, v in params])
+    client.set_terminated(run.info.run_id, "FAILED")
+
+
 def ui_hint(uri: str, experiment_id: str, run_id: str) -> str:
     """Where to look: the run's page on a server, the UI command for a local store."""
     if uri.startswith(("http://", "https://")):
