@@ -20,7 +20,7 @@ VARIANTS = {
 
 
 def results_figures(work: Path, measure, smoke: bool = False) -> dict:
-    rows, repeats = (2000, 1) if smoke else (10000, 3)
+    rows, repeats = (2000, 1) if smoke else (10000, 5)
     base = [
         sys.executable,
         str(ROOT / "run.py"),

@@ -12,7 +12,8 @@ core mostly idle; this is how the run spends it on what it would otherwise wait 
 
 Calls are module-level functions named by path, with picklable arguments; a call's exception
 comes back as a BackgroundError (a reply=False call's as a line that sync() returns). One
-child serves several users (the figures, MLflow): sync's prefix keeps their failures apart.
+child can serve several users (the figures, MLflow): sync's prefix keeps their failures apart
+(runner/commands.py gives the figures their own child when MLflow has one).
 `stateful` functions keep what they need in their own module: the child is theirs alone.
 On end of input the child runs the functions registered with `at_end` (a run that its driver
 abandoned is closed as failed), then leaves without Python's exit hooks.
