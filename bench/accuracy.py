@@ -343,6 +343,11 @@ def main(argv: list[str] | None = None) -> None:
         default=[],
         help="overrides for every run, e.g. trainer.learning_rate=0.001",
     )
+    parser.add_argument(
+        "--work",
+        default=None,
+        help="keep the tables, caches and run dirs here (default: a temp dir)",
+    )
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -350,7 +355,8 @@ def main(argv: list[str] | None = None) -> None:
     variants = args.variants.split(",")
     results = {"overrides": args.set, "seeds": seeds, "machine": machine_facts(), "tables": {}}
     with tempfile.TemporaryDirectory(prefix="accuracy-") as scratch:
-        work = Path(scratch)
+        work = Path(args.work or scratch)
+        work.mkdir(parents=True, exist_ok=True)
         for name in args.tables.split(","):
             results["tables"][name] = evaluate_table(TABLES[name], seeds, variants, args.set, work)
             (out / "accuracy.json").write_text(json.dumps(results, indent=2))
