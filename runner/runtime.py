@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import time
+from pathlib import Path
 
 from runner.errors import UserError
 
@@ -32,6 +33,19 @@ def running_cluster_address() -> str | None:
     except OSError:
         return None
     return address if address and reachable(address, timeout=1.0) else None
+
+
+def use_token_if_there_is_one() -> None:
+    """Token authentication for attaching, when RAY_AUTH_MODE is unset and a token is at hand.
+    `ray start` (Ray 2.60) turns token authentication on by itself when ~/.ray/auth_token exists,
+    and every local ray.init() writes that file, but a driver attaching by address does not turn
+    it on: its calls are refused ("InvalidAuthToken") and ray.init gives up with only "Failed to
+    connect". A cluster without authentication accepts a driver that sends a token."""
+    if os.environ.get("RAY_AUTH_MODE"):
+        return
+    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    if os.environ.get("RAY_AUTH_TOKEN") or token_file.is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"
 
 
 def reachable(address: str, timeout: float) -> bool:
@@ -146,6 +160,8 @@ class RayRuntime:
         """Fails in seconds when the configured cluster cannot be reached (before any work)."""
         if not session_active():
             self._target = self.target_address()
+            if self._target:
+                use_token_if_there_is_one()  # before Ray is imported: it reads the mode once
 
     def start(self):
         """Starts or attaches to Ray (once); returns the ray module."""
@@ -165,7 +181,9 @@ class RayRuntime:
             except ConnectionError as exc:
                 raise UserError(
                     f"cannot attach to the Ray cluster at {self._target} ({exc}); check backend.address "
-                    "(or RAY_ADDRESS) and that the cluster runs the same Ray version"
+                    "(or RAY_ADDRESS), that the cluster runs the same Ray version, and, where it "
+                    "uses token authentication, that its token is in ~/.ray/auth_token, "
+                    "RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH"
                 ) from None
             log.info(
                 "ray backend: attached to the cluster at %s in %.2fs",

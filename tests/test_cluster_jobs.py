@@ -88,6 +88,46 @@ def test_job_submission_attaches_to_the_cluster(head, tmp_path):
     assert report["training"]["world_size"] == 2 and report["test"]["label/roc_auc"] > 0.6
 
 
+def test_a_run_attaches_to_a_cluster_that_uses_token_authentication(tmp_path):
+    """`ray start --head` on a machine where a local Ray once ran (it left ~/.ray/auth_token)
+    turns token authentication on; `backend.address=auto` must attach with that token, as the
+    long-lived-cluster workflow of docs/scaling.md has it. RAY_AUTH_MODE unset, as for a user."""
+    import secrets
+
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text(secrets.token_hex(32))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+    env.update({"HOME": str(home), "PATH": f"{BIN}:{os.environ['PATH']}", "RAY_ADDRESS": ""})
+    ray = [str(BIN / "ray")]
+    started = subprocess.run(
+        [*ray, "start", "--head", f"--port={free_port()}", "--num-cpus=2"]
+        + ["--include-dashboard=false", "--disable-usage-stats"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    try:
+        assert started.returncode == 0, started.stderr[-3000:]
+        assert "Token authentication is enabled" in started.stdout + started.stderr
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "run.py"), "backend=ray", "backend.address=auto"]
+            + ["trainer.epochs=1", "trainer.progress_bar=false", "dataset.synthetic_rows=2000"]
+            + [f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "attached to the cluster at" in output and "started a local Ray" not in output
+
+
 def test_dashboard_key(tmp_path):
     """backend.dashboard=true starts Ray's dashboard (and logs its URL); off by default."""
     from runner.runtime import RayRuntime
