@@ -28,6 +28,20 @@ RUN = [sys.executable, str(ROOT / "run.py")]
 MODEL = ["trainer.progress_bar=false"]
 
 
+def scaling_model(epochs: int, batch: int) -> list[str]:
+    """The scaling section's compute-bound training (bench/worker_threads.py profiles it)."""
+    return [
+        "model.hidden_size=512",
+        "model.num_layers=3",
+        "trainer.num_threads=1",
+        "trainer.learning_rate_scaling=none",  # dropped for the one local run
+        "loader=local",
+        f"trainer.epochs={epochs}",
+        "trainer.early_stopping.patience=0",
+        f"trainer.batch_size={batch}",
+    ]
+
+
 def label(rows: int) -> str:
     return (
         f"{rows // 1_000_000}M"
@@ -289,16 +303,7 @@ class Suite:
         after the first epoch (warm-up). Horovod is measured with its default cycle time and with
         HOROVOD_CYCLE_TIME=5 ms (fewer wake-ups of its background thread on busy cores)."""
         epochs, batch = self.scaling_epochs, 4096
-        heavy = [
-            "model.hidden_size=512",
-            "model.num_layers=3",
-            "trainer.num_threads=1",
-            "trainer.learning_rate_scaling=none",
-            "loader=local",
-            f"trainer.epochs={epochs}",
-            "trainer.early_stopping.patience=0",
-            f"trainer.batch_size={batch}",
-        ]
+        heavy = scaling_model(epochs, batch)
         figures = {"batch_per_worker": batch, **self.parallel_ceiling(batch)}
         local = self.experiment(
             data, rows, "local", epochs, heavy[:3] + heavy[4:], section="scaling local"

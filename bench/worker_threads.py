@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import psutil
+from suite import scaling_model
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER_TITLES = ("HorovodWorker", "RayTrainWorker")
@@ -53,15 +54,8 @@ def main() -> None:
         f"trainer.num_workers={workers}",
         "trainer.resources_per_worker={CPU:1}",
         "trainer.progress_bar=false",
-        "model.hidden_size=512",
-        "model.num_layers=3",
         "model.ensemble_size=1",
-        "trainer.num_threads=1",
-        "trainer.learning_rate_scaling=none",
-        "loader=local",
-        "trainer.epochs=10",
-        "trainer.early_stopping.patience=0",
-        "trainer.batch_size=4096",
+        *scaling_model(epochs=10, batch=4096),
         f"cache_dir={work / 'cache'}",
         f"hydra.run.dir={run_dir}",
     ]

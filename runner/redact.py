@@ -10,8 +10,10 @@ import yaml
 
 MASK = "***"
 _SECRET_KEYS = re.compile(r"(secret|token|password|key|credential)", re.IGNORECASE)
-_SECRET_ASSIGNMENT = re.compile(r"(cache_credentials|[\w.]*storage_options[\w.]*)=")
+# cache_credentials=..., +cache_credentials.key=..., dataset.storage_options.secret=...
+_SECRET_ASSIGNMENT = re.compile(r"(cache_credentials[\w.]*|[\w.]*storage_options[\w.]*)=")
 # user:password@ (or a token@) in a URI: http://user:pw@mlflow:5000, s3://key:secret@bucket
+_VALUE_END = re.compile(r"[,\s]")  # an unbracketed override value's end
 _URI_USERINFO = re.compile(r"(\b[a-zA-Z][\w+.-]*://)[^/@\s]+@")
 
 
@@ -44,8 +46,9 @@ def redact_uri(text: str) -> str:
 
 def _scrub_overrides(text: str) -> str:
     """Masks the value of every `cache_credentials=...` / `...storage_options...=...`
-    in an override string, or in a comma-joined list of them (hydra.job.override_dirname).
-    A value runs to its matching bracket, or to the next comma."""
+    in an override string, or in a comma- or space-joined list of them
+    (hydra.job.override_dirname, a trial's overrides). A value runs to its matching
+    bracket, or to the next comma or space."""
     out, position = [], 0
     for match in _SECRET_ASSIGNMENT.finditer(text):
         if match.start() < position:
@@ -61,8 +64,8 @@ def _scrub_overrides(text: str) -> str:
             else:
                 end = len(text)
         else:
-            comma = text.find(",", end)
-            end = len(text) if comma < 0 else comma
+            stop = _VALUE_END.search(text, end)
+            end = len(text) if stop is None else stop.start()
         out += [text[position : match.end()], MASK]
         position = end
     return "".join(out) + text[position:]

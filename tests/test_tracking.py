@@ -12,11 +12,11 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import free_port, run_cli
+from helpers import free_port, mlflow_sweep_runs, run_cli
 from mlflow.tracking import MlflowClient
 
 from runner.processing.synthetic import make_synthetic
-from runner.redact import redact_uri
+from runner.redact import redact, redact_uri
 from runner.scoring.predictor import Predictor
 from runner.tracking.mlflow_run import flatten
 
@@ -153,10 +153,7 @@ def test_a_three_trial_sweep_is_a_parent_with_three_children(tmp_path, mlflow_se
     )
     assert result.returncode == 0, result.stderr[-4000:]
     client = MlflowClient(mlflow_server)
-    experiment = client.get_experiment_by_name("sweep-test").experiment_id
-    runs = client.search_runs([experiment])
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    parents, children = mlflow_sweep_runs(mlflow_server, "sweep-test")
     assert len(parents) == 1 and len(children) == 3
     parent = parents[0]
     assert parent.info.status == "FINISHED"
@@ -208,6 +205,64 @@ def test_uri_credentials_are_masked():
         "http://***@host:5000/x and s3://***@bucket/y"
     )
     assert redact_uri("sqlite:////tmp/outputs/mlflow.db") == "sqlite:////tmp/outputs/mlflow.db"
+
+
+def test_credentials_in_overrides_are_masked():
+    overrides = [
+        f"+cache_credentials.aws_secret_access_key={SECRET}",
+        f"cache_credentials={{key: {SECRET}, secret: {SECRET}}}",
+        f"dataset.storage_options.secret={SECRET}",
+        "trainer.learning_rate=0.01",
+    ]
+    masked = redact(overrides)
+    assert SECRET not in str(masked)
+    assert masked[0] == "+cache_credentials.aws_secret_access_key=***"
+    assert masked[3] == "trainer.learning_rate=0.01"
+    # joined as a trial's tag (spaces) or as Hydra's override_dirname (commas)
+    for separator in (" ", ","):
+        joined = redact(separator.join(overrides))
+        assert SECRET not in joined and joined.endswith("trainer.learning_rate=0.01")
+
+
+def test_a_failed_trial_gets_a_failed_child_without_its_credentials(tmp_path):
+    """A trial that failed before its run could log: the sweep's close gives it a child with
+    its error and its overrides as params, masked; a trial with a run of its own gets none."""
+    from runner.config import MlflowConfig
+    from runner.sweeps.report import record_jobs
+    from runner.tracking.mlflow_run import MlflowRun, SweepTrial, open_sweep, record_failed_trial
+
+    settings = MlflowConfig(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    overrides = [f"+cache_credentials.key={SECRET}", "trainer.optimizer=rmsprop"]
+    jobs = record_jobs(
+        sweep_dir,
+        [
+            {
+                "num": 0,
+                "overrides": overrides,
+                "status": "failed",
+                "error": f"error in {overrides[0]}",
+            }
+        ],
+    )
+    assert SECRET not in (sweep_dir / ".trials.jsonl").read_text()  # the ledger, and all after
+    parent = open_sweep(settings, sweep_dir, {})
+    trial = SweepTrial(str(sweep_dir.resolve()), 0, jobs[0]["overrides"])
+    record_failed_trial(parent, trial, "ConfigCompositionException: no optimizer rmsprop")
+    ran = SweepTrial(str(sweep_dir.resolve()), 1, ["trainer.optimizer=adamw"])
+    MlflowRun.start(settings, sweep_dir / "1", {}, {}, ran).finish()
+    record_failed_trial(parent, ran, "")  # it has its own run: nothing more
+    parent.finish()
+    parents, children = mlflow_sweep_runs(settings.tracking_uri)
+    assert len(parents) == 1 and len(children) == 2
+    failed = next(c for c in children if c.data.tags["runner.trial"] == "0")
+    assert failed.info.status == "FAILED" and failed.info.run_name == "trial 0"
+    assert failed.data.tags["runner.trial_status"] == "failed"
+    assert "no optimizer rmsprop" in failed.data.tags["runner.error"]
+    assert failed.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+    assert failed.data.params == {"cache_credentials.key": "***", "trainer.optimizer": "rmsprop"}
+    assert SECRET not in str(failed.data.tags)
 
 
 def test_a_sweep_of_many_trials_keeps_one_parent(tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from runner.redact import redact
 from runner.reports.html import sweep_report
 from runner.sweeps.objective import sort_key
 
@@ -23,11 +24,15 @@ LEDGER = ".trials.jsonl"
 
 
 def record_jobs(sweep_dir: Path, jobs: list[dict]) -> list[dict]:
-    """Appends this batch's jobs to the sweep's ledger; returns all jobs of the sweep so far."""
+    """Appends this batch's jobs to the sweep's ledger; returns all jobs of the sweep so far.
+    Credentials in a trial's overrides (or in its error) are masked from here on: the
+    ledger, the reports and MLflow all read them from this."""
     ledger = sweep_dir / LEDGER
     with open(ledger, "a") as handle:
         for job in jobs:
-            handle.write(json.dumps(job, default=str) + "\n")
+            masked = {**job, "overrides": redact(list(job["overrides"]))}
+            masked["error"] = redact(str(job.get("error") or ""))
+            handle.write(json.dumps(masked, default=str) + "\n")
     latest = {}
     for line in ledger.read_text().splitlines():
         job = json.loads(line)

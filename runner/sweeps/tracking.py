@@ -69,14 +69,13 @@ def _close(parent, sweep_dir: Path, objective: str, failed: bool) -> None:
 
 
 def _record_failures(parent, sweep_dir: Path, table) -> None:
-    from runner.tracking.mlflow_run import record_failed_trial
+    from runner.tracking.mlflow_run import SweepTrial, record_failed_trial
 
     for _, row in table[table["status"] == "failed"].iterrows():
         overrides, error = row.get("overrides"), row.get("error")
-        record_failed_trial(
-            parent,
+        trial = SweepTrial(
             str(sweep_dir.resolve()),
             int(row["trial"]),
-            overrides if isinstance(overrides, str) else "",
-            error if isinstance(error, str) else "",
+            overrides.split() if isinstance(overrides, str) else [],
         )
+        record_failed_trial(parent, trial, error if isinstance(error, str) else "")

@@ -149,6 +149,23 @@ class SweepTrial:
         sweep_dir = str(Path(str(hydra.sweep.dir)).resolve())
         return cls(sweep_dir, int(hydra.job.num), list(hydra.overrides.task))
 
+    def key(self) -> dict[str, str]:
+        """The tags that find this trial's run again (a resumed sweep, a failed trial)."""
+        return {SWEEP_DIR_TAG: self.sweep_dir, TRIAL_TAG: str(self.number)}
+
+    def tags(self, parent_run_id: str | None) -> dict[str, str]:
+        tags = {**self.key(), "runner.overrides": " ".join(redact(self.overrides))}
+        if parent_run_id:
+            tags["mlflow.parentRunId"] = parent_run_id
+        return tags
+
+    def params(self):
+        """The trial's overrides as params, credentials masked."""
+        from mlflow.entities import Param
+
+        pairs = (redact(o).split("=", 1) for o in self.overrides if "=" in o)
+        return [Param(key.lstrip("+~"), value) for key, value in pairs]
+
 
 def _find_run(client, experiment: str, tags: dict[str, str]):
     """The newest run of the experiment with these tags (a sweep's parent, a trial's child)."""
@@ -164,7 +181,7 @@ def _base_tags(settings: MlflowConfig, tags: dict) -> dict[str, str]:
     commit = git_commit(Path.cwd())
     if commit:
         all_tags["mlflow.source.git.commit"] = commit
-    return {k: redact_uri(str(v)) for k, v in all_tags.items()}
+    return {k: redact(str(v)) for k, v in all_tags.items()}
 
 
 class MlflowRun:
@@ -201,19 +218,9 @@ class MlflowRun:
         existing = None
         if trial is not None:
             parent = settings.parent_run_id or _sweep_parent_id(client, experiment, trial.sweep_dir)
-            all_tags.update(
-                {
-                    SWEEP_DIR_TAG: trial.sweep_dir,
-                    TRIAL_TAG: str(trial.number),
-                    "runner.overrides": " ".join(trial.overrides),
-                }
-            )
-            if parent:
-                all_tags["mlflow.parentRunId"] = parent
+            all_tags.update(trial.tags(parent))
             name = settings.run_name or f"trial {trial.number}"
-            existing = _find_run(
-                client, experiment, {SWEEP_DIR_TAG: trial.sweep_dir, TRIAL_TAG: str(trial.number)}
-            )
+            existing = _find_run(client, experiment, trial.key())
         elif settings.parent_run_id:
             all_tags["mlflow.parentRunId"] = settings.parent_run_id
         all_tags["runner.tracking_uri"] = uri
@@ -243,7 +250,7 @@ class MlflowRun:
         from mlflow.entities import RunTag
 
         self.client.log_batch(
-            self.run_id, tags=[RunTag(k, redact_uri(str(v))) for k, v in tags.items()]
+            self.run_id, tags=[RunTag(k, redact(str(v))) for k, v in tags.items()]
         )
 
     def log_metrics(self, metrics: dict[str, dict], step: int = 0) -> None:
@@ -279,29 +286,26 @@ class MlflowRun:
         self.client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
 
 
-def record_failed_trial(parent: MlflowRun, sweep_dir: str, number: int, overrides: str, error: str):
+def record_failed_trial(parent: MlflowRun, trial: SweepTrial, error: str) -> None:
     """A child run for a trial that failed before its own run could log (a bad value in its
     overrides, a process killed at start), so the sweep's page lists every trial; nothing
     when the trial's run exists."""
-    from mlflow.entities import Param
-
     client = parent.client
-    if _find_run(client, parent.experiment_id, {SWEEP_DIR_TAG: sweep_dir, TRIAL_TAG: str(number)}):
+    if _find_run(client, parent.experiment_id, trial.key()):
         return
     tags = {
-        "mlflow.parentRunId": parent.run_id,
-        SWEEP_DIR_TAG: sweep_dir,
-        TRIAL_TAG: str(number),
-        "runner.overrides": overrides,
+        **trial.tags(parent.run_id),
         "runner.trial_status": "failed",
         "runner.error": error[:5000],  # MLflow's limit on a tag's value is 8000
     }
     run = client.create_run(
-        parent.experiment_id, tags=_base_tags(parent.settings, tags), run_name=f"trial {number}"
+        parent.experiment_id,
+        tags=_base_tags(parent.settings, tags),
+        run_name=f"trial {trial.number}",
     )
-    params = [o.split("=", 1) for o in overrides.split() if "=" in o]
+    params = trial.params()
     if params:
-        client.log_batch(run.info.run_id, params=[Param(k, redact_uri(v)) for k, v in params])
+        client.log_batch(run.info.run_id, params=params)
     client.set_terminated(run.info.run_id, "FAILED")
 
 
