@@ -1,6 +1,8 @@
 """Serving figures: `python run.py command=serve` measured with a real HTTP client: the time
 from the command to a healthy server, single-row latency (p50, p99) and rows/s for batches of
-1,000 rows, with 1 and 2 replicas."""
+1,000 rows, with 1 and 2 replicas; beside them, what a request costs without the model
+(`GET /schema`: Ray Serve's proxy hop and FastAPI) and what the model's own part costs in
+process (the replica's work for one row: records_frame and Predictor.predict)."""
 
 from __future__ import annotations
 
@@ -105,12 +107,15 @@ def _measure(model_dir: Path, replicas: int, singles: int, batches: int) -> dict
         one = _rows(1)
         for _ in range(10):  # warm-up
             session.post(f"{url}/predict", json=one, timeout=30)
-        latencies = []
+        latencies, hops = [], []
         for _ in range(singles):
             t = time.perf_counter()
             answer = session.post(f"{url}/predict", json=one, timeout=30)
             latencies.append(time.perf_counter() - t)
             answer.raise_for_status()
+            t = time.perf_counter()
+            session.get(f"{url}/schema", timeout=30).raise_for_status()
+            hops.append(time.perf_counter() - t)
         batch = _rows(1000)
 
         def post(_):
@@ -123,20 +128,45 @@ def _measure(model_dir: Path, replicas: int, singles: int, batches: int) -> dict
         ) as pool:  # concurrent clients, so that replicas can share the load
             list(pool.map(post, range(batches)))
         batch_seconds = time.perf_counter() - t
-    ms = np.array(latencies) * 1000
+    ms, hop_ms = np.array(latencies) * 1000, np.array(hops) * 1000
     return {
         "replicas": replicas,
         "seconds_to_healthy": healthy,
         "single_row_p50_ms": float(np.percentile(ms, 50)),
         "single_row_p99_ms": float(np.percentile(ms, 99)),
+        "hop_p50_ms": float(np.percentile(hop_ms, 50)),
+        "hop_p99_ms": float(np.percentile(hop_ms, 99)),
         "batch_rows_per_second": batches * 1000 / batch_seconds,
         "single_requests": singles,
         "batches": batches,
     }
 
 
+def predictor_single_row(model_dir: Path, requests: int) -> dict:
+    """The replica's work for one row, in this process: JSON values -> records_frame ->
+    Predictor.predict, the same row each time (as the HTTP figures send)."""
+    from runner.scoring.predictor import Predictor
+
+    predictor = Predictor.load(model_dir)
+    one = _rows(1)
+    for _ in range(20):  # warm-up
+        predictor.predict(predictor.records_frame(one))
+    seconds = []
+    for _ in range(requests):
+        t = time.perf_counter()
+        predictor.predict(predictor.records_frame(one))
+        seconds.append(time.perf_counter() - t)
+    ms = np.array(seconds) * 1000
+    return {"p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99))}
+
+
 def serving_figures(work: Path, smoke: bool = False) -> dict:
     sys.path.insert(0, str(ROOT))
     model_dir = _train(work)
     singles, batches = (20, 2) if smoke else (500, 40)
-    return {f"{r} replica(s)": _measure(model_dir, r, singles, batches) for r in (1, 2)}
+    figures = {f"{r} replica(s)": _measure(model_dir, r, singles, batches) for r in (1, 2)}
+    predictor = predictor_single_row(model_dir, singles)
+    for entry in figures.values():
+        entry["predictor_p50_ms"] = predictor["p50_ms"]
+        entry["predictor_p99_ms"] = predictor["p99_ms"]
+    return figures

@@ -109,6 +109,10 @@ def figures() -> dict:
             f"{n} replica(s)": {
                 "single_row_p50_ms": 4.5,
                 "single_row_p99_ms": 12.0,
+                "hop_p50_ms": 3.0,
+                "hop_p99_ms": 9.0,
+                "predictor_p50_ms": 0.75,
+                "predictor_p99_ms": 1.0,
                 "batch_rows_per_second": 12000.0 * n,
                 "seconds_to_healthy": 8.0,
             }
@@ -252,7 +256,13 @@ def test_label_size_and_target_templates():
         "bounded (object store 2000 MB) |"
     )
     assert rows_labelled(fig, "serve: single-row latency p99 (2 replica(s))") == [
-        "| serve: single-row latency p99 (2 replica(s)) | 1 row | 12 ms | - | - | < 20 ms |"
+        "| serve: single-row latency p99 (2 replica(s)) | 1 row | 12 ms | - | - | <= 10 ms |"
+    ]
+    assert rows_labelled(
+        fig, "serve: the model's part in process p50, vs the hop (1 replica(s))"
+    ) == [
+        "| serve: the model's part in process p50, vs the hop (1 replica(s)) | 1 row | 0.75 ms "
+        "| 3 ms | 0.25x |  |"
     ]
 
 

@@ -85,6 +85,9 @@ def test_every_figure_is_produced(tmp_path):
     for replicas in ("1 replica(s)", "2 replica(s)"):
         assert figures["serving"][replicas]["single_row_p99_ms"] > 0
         assert figures["serving"][replicas]["batch_rows_per_second"] > 0
+        serving = figures["serving"][replicas]
+        assert 0 < serving["predictor_p50_ms"] < serving["single_row_p50_ms"]
+        assert 0 < serving["hop_p50_ms"] < serving["single_row_p99_ms"]
     soak = figures["soak"]
     assert soak["two minutes of load"]["answered"] > 0
     assert soak["a replica killed under load"]["killed_at_s"] > 0

@@ -81,6 +81,20 @@ def test_predictor_equals_batch_predict_on_typed_and_string_frames(model):
     assert_same_predictions(predictor.predict(strings), model["expected"])
 
 
+def test_rows_one_at_a_time_equal_the_whole_frame(model):
+    """What the server does per request: each row alone, from its JSON values (null for a
+    missing one) through records_frame; a one-row frame's column types are guessed from one
+    value, and scoring skips pandas where it can, yet every answer equals the batch's."""
+    predictor = Predictor.load(model["dir"])
+    records = json.loads(pd.read_csv(model["csv"]).to_json(orient="records"))
+    assert any(r["review"] is None for r in records) and any(r["size"] is None for r in records)
+    rows = [
+        predictor.predict(predictor.records_frame([record]), first_row=i)
+        for i, record in enumerate(records)
+    ]
+    assert_same_predictions(pd.concat(rows, ignore_index=True), model["expected"])
+
+
 def test_predictor_names_a_missing_column_and_a_bad_value(model):
     from runner.errors import UserError
 

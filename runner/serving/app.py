@@ -37,11 +37,15 @@ def _error(status: int, message: str) -> JSONResponse:
 
 def _by_row(frame: pd.DataFrame) -> dict[int, dict]:
     """The prediction frame as {row position: its object} (plain JSON values)."""
-    rows = {}
-    for record in frame.to_dict(orient="records"):
-        position = int(record.pop("row"))
-        rows[position] = {k: _plain(v) for k, v in record.items()}
-    return rows
+    # Column by column (tolist gives Python values): to_dict(orient="records") took a
+    # millisecond on a one-row request.
+    names = [c for c in frame.columns if c != "row"]
+    columns = [[_plain(v) for v in frame[c].tolist()] for c in names]
+    positions = frame["row"].tolist()
+    return {
+        int(p): dict(zip(names, values, strict=True))
+        for p, *values in zip(positions, *columns, strict=True)
+    }
 
 
 def _plain(value):
@@ -107,7 +111,8 @@ class ModelServer:
         except UserError as exc:
             return _error(422, str(exc))
         try:
-            return await self.predict_batch(frame)
+            # Plain JSON values already: a JSONResponse skips FastAPI's jsonable_encoder walk.
+            return JSONResponse(await self.predict_batch(frame))
         except UserError as exc:
             return _error(422, str(exc))
 

@@ -21,6 +21,7 @@ from runner.processing.features.feature_set import (
     automatic_choices,
     combine_partials,
     fit_partial,
+    transform_columns,
     transform_frame,
 )
 from runner.processing.features.number import BIN_EDGES, missing_column
@@ -48,6 +49,7 @@ __all__ = [
     "fit_partial",
     "missing_column",
     "numbers_from_text",
+    "transform_columns",
     "transform_frame",
     "vector_columns",
 ]

@@ -49,7 +49,11 @@ def as_strings(series: pd.Series) -> pd.Series:
     """Values as strings (missing stays missing), the same for every partition and
     engine: integer-valued floats print as integers, so 3.0 from one file and 3
     from another are one category."""
-    if pd.api.types.is_bool_dtype(series):
+    # numpy, then one Series: pandas' map/where cost most of a one-row request (serving).
+    if series.dtype == np.bool_:
+        words = np.where(series.to_numpy(), "True", "False").astype(object)
+        return pd.Series(words, index=series.index, dtype=object)
+    if pd.api.types.is_bool_dtype(series):  # nullable booleans: pd.NA maps to missing
         return series.map({True: "True", False: "False"}).astype(object)
     if pd.api.types.is_float_dtype(series):
         values = series.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -67,7 +71,9 @@ def as_strings(series: pd.Series) -> pd.Series:
         "string",
         "empty",
     ):
-        return series.astype(object).where(series.notna(), None)
+        values = series.to_numpy(dtype=object, copy=True)
+        values[pd.isna(values)] = None
+        return pd.Series(values, index=series.index, dtype=object)
     return series.map(
         lambda v: None if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
     ).astype(object)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from runner.errors import UserError
 from runner.processing.features.base import (
@@ -46,14 +47,13 @@ class CategoryFeature(Feature):
         return stats["vocab"] if self.role == "output" else [UNKNOWN_TOKEN, *stats["vocab"]]
 
     def transform(self, series, stats, row_ids):
-        values = as_strings(series)
-        missing = values.isna().to_numpy()
+        values = as_strings(series).to_numpy()  # numpy from here: cheap on a one-row request
+        missing = pd.isna(values)
         strategy = self.options["missing_value_strategy"]
-        if strategy == "fill_mode":
-            values = values.fillna(stats["mode"])
-        elif strategy == "fill_value":
-            values = values.fillna(str(self.options["fill_value"]))
-        codes = vocab_index(self, stats["vocab"]).get_indexer(values.to_numpy()).astype(np.int64)
+        if strategy in ("fill_mode", "fill_value"):
+            fill = stats["mode"] if strategy == "fill_mode" else str(self.options["fill_value"])
+            values = np.where(missing, fill, values)
+        codes = vocab_index(self, stats["vocab"]).get_indexer(values).astype(np.int64)
         if self.role == "output":
             # Unseen or missing targets cannot be scored; those rows are dropped.
             return codes.astype(np.int32), codes >= 0

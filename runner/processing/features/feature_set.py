@@ -84,10 +84,11 @@ def combine_partials(partials: list[dict], features: FeatureSet) -> dict:
     return {f.name: f.combine([p[f.name] for p in partials]) for f in features.all}
 
 
-def transform_frame(
+def transform_columns(
     frame: pd.DataFrame, row_ids: np.ndarray, features: list[Feature], stats: dict
-) -> tuple[pd.DataFrame, np.ndarray]:
-    """Processed columns of one partition, and the mask of rows every feature keeps."""
+) -> tuple[dict[str, Any], np.ndarray]:
+    """Processed columns of one partition (numpy arrays, or pandas' Arrow-backed arrays for
+    lists), and the mask of rows every feature keeps."""
     columns: dict[str, Any] = {}
     keep = np.ones(len(frame), dtype=bool)
     for feature in features:
@@ -99,4 +100,12 @@ def transform_frame(
             columns[name] = column.array if isinstance(column, pd.Series) else column
         keep &= feature_keep
     columns[ROW_ID] = row_ids
+    return columns, keep
+
+
+def transform_frame(
+    frame: pd.DataFrame, row_ids: np.ndarray, features: list[Feature], stats: dict
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """transform_columns as a DataFrame (what the engines write to the cache)."""
+    columns, keep = transform_columns(frame, row_ids, features, stats)
     return pd.DataFrame(columns), keep
