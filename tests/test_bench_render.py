@@ -79,6 +79,10 @@ def figures() -> dict:
                 "arrow_vs_local": 35 / 30,
                 "horovod_arrow_seconds": 50.0,
                 "horovod_arrow_vs_local": 50 / 30,
+                "two_workers_seconds": 72.0,
+                "two_workers_vs_local": 72 / 30,
+                "two_workers_attached_seconds": 48.0,
+                "two_workers_attached_vs_local": 48 / 30,
             },
             "1M": {**overhead, "ray_first_step_seconds": None},  # written before the arrow runs
         },
@@ -229,6 +233,8 @@ def test_optional_keys_gate_their_rows():
         "the ceiling for 2 workers |"
     ]
     assert not rows_labelled(fig, "hardware: 2 bare loops at once vs 1 (after the above)")
+    attached = "the same attached to a warm `ray start` Ray (backend.address) vs local: wall"
+    assert rows_labelled(fig, attached) == [f"| {attached} | 100k | 48s | 30s | 1.60x | <= 2x |"]
 
 
 def test_a_missing_or_empty_section_adds_no_row():

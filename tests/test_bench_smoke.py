@@ -78,6 +78,7 @@ def test_every_figure_is_produced(tmp_path):
     assert over["ray_vs_local"] > 0 and over["horovod_vs_local"] > 0 and over["arrow_vs_local"] > 0
     assert over["ray_start_seconds"] > 0 and over["ray_first_step_seconds"] > 0
     assert over["ray_samples_per_second"] > 0
+    assert over["two_workers_vs_local"] > 0 and over["two_workers_attached_vs_local"] > 0
     assert figures["out of core"]["4k"]["peak_memory_mb"] > 0
     assert figures["sweeps"]["3 trials"]["ray_seconds"] > 0
     tune = figures["tune"]["2 trials"]
