@@ -91,7 +91,9 @@ def test_job_submission_attaches_to_the_cluster(head, tmp_path):
 def test_a_run_attaches_to_a_cluster_that_uses_token_authentication(tmp_path):
     """`ray start --head` on a machine where a local Ray once ran (it left ~/.ray/auth_token)
     turns token authentication on; `backend.address=auto` must attach with that token, as the
-    long-lived-cluster workflow of docs/scaling.md has it. RAY_AUTH_MODE unset, as for a user."""
+    long-lived-cluster workflow of docs/scaling.md has it, and so must a Ray-launcher sweep
+    given the head's host:port (with "auto", Ray finds the token itself). RAY_AUTH_MODE unset,
+    as for a user."""
     import secrets
 
     home = tmp_path / "home"
@@ -99,9 +101,9 @@ def test_a_run_attaches_to_a_cluster_that_uses_token_authentication(tmp_path):
     (home / ".ray" / "auth_token").write_text(secrets.token_hex(32))
     env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
     env.update({"HOME": str(home), "PATH": f"{BIN}:{os.environ['PATH']}", "RAY_ADDRESS": ""})
-    ray = [str(BIN / "ray")]
+    ray, port = [str(BIN / "ray")], free_port()
     started = subprocess.run(
-        [*ray, "start", "--head", f"--port={free_port()}", "--num-cpus=2"]
+        [*ray, "start", "--head", f"--port={port}", "--num-cpus=2"]
         + ["--include-dashboard=false", "--disable-usage-stats"],
         env=env,
         capture_output=True,
@@ -121,11 +123,26 @@ def test_a_run_attaches_to_a_cluster_that_uses_token_authentication(tmp_path):
             text=True,
             timeout=300,
         )
+        sweep = subprocess.run(
+            [sys.executable, str(ROOT / "run.py"), "--multirun", "hydra/launcher=ray"]
+            + [f"hydra.launcher.ray.init.address=127.0.0.1:{port}"]
+            + ["trainer.learning_rate=0.001,0.01"]
+            + ["trainer.epochs=1", "trainer.progress_bar=false", "dataset.synthetic_rows=2000"]
+            + [f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     assert "attached to the cluster at" in output and "started a local Ray" not in output
+    assert sweep.returncode == 0, (sweep.stdout + sweep.stderr)[-3000:]
+    for trial in ("0", "1"):
+        assert (tmp_path / "sweep" / trial / "metrics.json").exists()
 
 
 def test_dashboard_key(tmp_path):

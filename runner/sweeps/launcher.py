@@ -106,6 +106,14 @@ class RayTrialLauncherBase(Launcher):
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
+        init = cast(dict, OmegaConf.to_container(self.ray_cfg.init, resolve=True))
+        # hydra-ray-launcher would otherwise force a 75 MiB object store (and fail to attach).
+        init = {k: v for k, v in init.items() if v is not None}
+        # No address and no RAY_ADDRESS: a Ray of the sweep's own, never a stray `ray start` cluster.
+        init.setdefault("address", os.environ.get("RAY_ADDRESS") or "local")
+        if init["address"] != "local":
+            runtime.use_token_if_there_is_one()  # as a run attaching does (runtime.py says why)
+
         import ray
         from hydra.core.utils import configure_log, setup_globals
         from hydra_plugins.hydra_ray_launcher._launcher_util import start_ray
@@ -115,11 +123,6 @@ class RayTrialLauncherBase(Launcher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        init = cast(dict, OmegaConf.to_container(self.ray_cfg.init, resolve=True))
-        # hydra-ray-launcher would otherwise force a 75 MiB object store (and fail to attach).
-        init = {k: v for k, v in init.items() if v is not None}
-        # No address and no RAY_ADDRESS: a Ray of the sweep's own, never a stray `ray start` cluster.
-        init.setdefault("address", os.environ.get("RAY_ADDRESS") or "local")
         if not ray.is_initialized():
             with runtime.without_api_server(ray, skip=not init.get("include_dashboard")):
                 start_ray(OmegaConf.create(init))
