@@ -9,7 +9,6 @@ figure is produced.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -22,6 +21,7 @@ import time
 from pathlib import Path
 
 import psutil
+from ray_head import warm_ray
 from render import PROCESSORS, parse_size, ratio, render_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,40 +99,6 @@ def measure(args: list[str], env: dict | None = None, timeout: float = 3600) -> 
             f"{' '.join(args)} failed ({proc.returncode}):\n{result['stderr'][-3000:]}"
         )
     return result
-
-
-@contextlib.contextmanager
-def warm_ray():
-    """A long-lived local Ray as `ray start --head` makes one (2 CPUs, no dashboard), for runs
-    that attach with backend.address; its address, and `ray stop` at the end."""
-    import socket
-
-    sockets = [socket.socket() for _ in range(2)]
-    for s in sockets:  # both bound before either is read: two distinct free ports
-        s.bind(("127.0.0.1", 0))
-    port, dashboard = (s.getsockname()[1] for s in sockets)
-    for s in sockets:
-        s.close()
-    ray = str(Path(sys.executable).parent / "ray")
-    env = {**os.environ, "RAY_ADDRESS": ""}
-    subprocess.run(
-        [
-            ray,
-            "start",
-            "--head",
-            f"--port={port}",
-            "--num-cpus=2",
-            "--include-dashboard=false",
-            f"--dashboard-port={dashboard}",
-        ],
-        check=True,
-        capture_output=True,
-        env=env,
-    )
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        subprocess.run([ray, "stop", "--force"], capture_output=True, env=env)
 
 
 def write_csv(rows: int, path: Path) -> Path:

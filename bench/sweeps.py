@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench.ray_head import warm_ray
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -47,18 +49,22 @@ def sweep_figures(work: Path, smoke: bool = False) -> dict:
     basic = _sweep(
         ["backend=local", "trainer.num_threads=1"], work / "sweeps" / "basic", cache, rows, epochs
     )
+    on_ray = ["hydra/launcher=ray", "trainer.num_threads=1", "sweep.max_concurrent=2"]
     ray = _sweep(
-        [
-            "hydra/launcher=ray",
-            "hydra.launcher.ray.init.num_cpus=2",
-            "trainer.num_threads=1",
-            "sweep.max_concurrent=2",
-        ],
+        [*on_ray, "hydra.launcher.ray.init.num_cpus=2"],
         work / "sweeps" / "ray",
         cache,
         rows,
         epochs,
     )
+    with warm_ray() as address:  # the same sweep attached to a `ray start` Ray
+        attached = _sweep(
+            [*on_ray, f"hydra.launcher.ray.init.address={address}"],
+            work / "sweeps" / "ray-attached",
+            cache,
+            rows,
+            epochs,
+        )
     return {
         "trials": 3,
         "rows": rows,
@@ -66,4 +72,5 @@ def sweep_figures(work: Path, smoke: bool = False) -> dict:
         "basic_seconds": basic,
         "ray_seconds": ray,
         "speedup": basic / ray,
+        "ray_attached_seconds": attached,
     }

@@ -90,7 +90,14 @@ def figures() -> dict:
             "1M": {"peak_memory_mb": 900.0, "decoded_table_mb": 300.0, "object_store_mb": 2000},
             "10M": {"peak_memory_mb": 950.0, "decoded_table_mb": 3000.0, "object_store_mb": 2000},
         },
-        "sweeps": {"100k": {"trials": 4, "ray_seconds": 80.0, "basic_seconds": 120.0}},
+        "sweeps": {
+            "100k": {
+                "trials": 4,
+                "ray_seconds": 80.0,
+                "basic_seconds": 120.0,
+                "ray_attached_seconds": 60.0,
+            }
+        },
         "tune": {
             "100k": {
                 "trials": 8,
@@ -255,8 +262,11 @@ def test_a_missing_or_empty_section_adds_no_row():
 def test_label_size_and_target_templates():
     fig = figures()
     assert rows_labelled(fig, "sweep of 4 trials: ray launcher vs basic launcher (wall)") == [
-        "| sweep of 4 trials: ray launcher vs basic launcher (wall) | 100k | 80s | 120s | 0.67x |  |"
+        "| sweep of 4 trials: ray launcher vs basic launcher (wall) | 100k | 80s | 120s | 0.67x "
+        "| <= 1.3x |"
     ]
+    attached = "the same attached to a warm `ray start` Ray vs basic launcher (wall)"
+    assert rows_labelled(fig, attached) == [f"| {attached} | 100k | 60s | 120s | 0.50x | <= 1.3x |"]
     assert rows_labelled(fig, "out-of-core peak memory vs decoded table")[0] == (
         "| out-of-core peak memory vs decoded table | 1M | 900 MB | 300 MB | 3.00x | "
         "bounded (object store 2000 MB) |"

@@ -81,6 +81,7 @@ def test_every_figure_is_produced(tmp_path):
     assert over["two_workers_vs_local"] > 0 and over["two_workers_attached_vs_local"] > 0
     assert figures["out of core"]["4k"]["peak_memory_mb"] > 0
     assert figures["sweeps"]["3 trials"]["ray_seconds"] > 0
+    assert figures["sweeps"]["3 trials"]["ray_attached_seconds"] > 0
     tune = figures["tune"]["2 trials"]
     assert tune["asha"]["seconds"] > 0 and tune["none"]["epochs_trained"] == 4
     for replicas in ("1 replica(s)", "2 replica(s)"):
