@@ -42,6 +42,10 @@ def test_two_workers_train_and_report_all_rows(tmp_path, cache_dir, trainer):
         "rank-1.json",
     ]
     assert (tmp_path / "run" / "model" / "weights.pt").exists()
+    if trainer == "horovod":  # CPU workers: a 2 ms cycle unless the driver's env says otherwise
+        for rank in (0, 1):
+            info = json.loads((tmp_path / "run" / "workers" / f"rank-{rank}.json").read_text())
+            assert info["horovod_cycle_time_ms"] == "2"
 
 
 @pytest.mark.parametrize("trainer", ["horovod", "ddp"])
@@ -276,7 +280,9 @@ def read_timeline(path) -> list[dict]:
     return json.loads(text if text.endswith("]") else text + "]")
 
 
-def test_horovod_timeline_on_ray(tmp_path, cache_dir):
+def test_horovod_timeline_on_ray(tmp_path, cache_dir, monkeypatch):
+    """trainer.timeline and the driver's own HOROVOD_* variables reach the workers."""
+    monkeypatch.setenv("HOROVOD_CYCLE_TIME", "5")
     timeline = tmp_path / "timeline.json"
     run(
         tmp_path / "run",
@@ -289,6 +295,8 @@ def test_horovod_timeline_on_ray(tmp_path, cache_dir):
     )
     events = read_timeline(timeline)
     assert any("ALLREDUCE" in str(e.get("name", "")) for e in events), events[:5]
+    info = json.loads((tmp_path / "run" / "workers" / "rank-1.json").read_text())
+    assert info["horovod_cycle_time_ms"] == "5"
 
 
 @pytest.mark.parametrize("trainer", ["horovod", "ddp"])

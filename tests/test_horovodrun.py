@@ -71,6 +71,9 @@ def test_horovodrun_two_processes_share_one_run_dir(tmp_path):
         "rank-0.json",
         "rank-1.json",
     ]
+    for rank in (0, 1):  # CPU ranks: the 2 ms cycle (horovodrun's environment had none)
+        info = json.loads((run_dir / "workers" / f"rank-{rank}.json").read_text())
+        assert info["horovod_cycle_time_ms"] == "2"
     # One preprocessing build for both ranks.
     assert len(list((train / "cache").glob("*/meta.json"))) == 1
     assert (result.stdout + result.stderr).count("preprocessing skipped: cache hit") >= 1

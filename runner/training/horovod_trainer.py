@@ -7,6 +7,7 @@ import os
 from dataclasses import replace
 
 from runner.backends.base import Backend
+from runner.backends.horovod import horovod_env
 from runner.errors import UserError
 from runner.training import workers as worker_setup
 from runner.training.base import JobFactory
@@ -30,13 +31,10 @@ def _horovod_worker(job: TrainingJob, elastic: bool = False) -> TrainingResult |
     return result if strategy.is_main else None
 
 
-def _worker_env(settings) -> dict[str, str]:
-    """HOROVOD_* tuning variables of the driver (cycle time, fusion threshold, ...) reach the
-    workers; trainer.timeline becomes HOROVOD_TIMELINE (rank 0 writes it)."""
-    env = {
-        "PYTHONUNBUFFERED": "1",
-        **{k: v for k, v in os.environ.items() if k.startswith("HOROVOD_")},
-    }
+def _worker_env(settings, use_gpu: bool) -> dict[str, str]:
+    """horovod_env for the Ray workers; trainer.timeline becomes HOROVOD_TIMELINE (rank 0
+    writes it)."""
+    env = {"PYTHONUNBUFFERED": "1", **horovod_env(dict(os.environ), use_gpu)}
     if settings.timeline:
         env["HOROVOD_TIMELINE"] = os.path.abspath(os.path.expanduser(settings.timeline))
     return env
@@ -152,7 +150,7 @@ class HorovodTrainer(DistributedTrainer):
         try:  # the group is removed whatever happens, or it would hold its CPUs for good
             executor = _executor_class()(settings, num_workers=workers, **placement)
             executor.placement_group, executor.extra_resources = group, extra
-            executor.start(extra_env_vars=_worker_env(self.settings))
+            executor.start(extra_env_vars=_worker_env(self.settings, job.use_gpu))
             results = collect(executor.run_remote(_horovod_worker, args=[job]))
         finally:
             try:
@@ -200,7 +198,7 @@ class HorovodTrainer(DistributedTrainer):
         # driver's Ray node address is what the other nodes reach it by.
         executor.start(
             extra_env_vars={
-                **_worker_env(self.settings),
+                **_worker_env(self.settings, job.use_gpu),
                 "HOROVOD_GLOO_RENDEZVOUS_ADDR": ray.util.get_node_ip_address(),
             }
         )

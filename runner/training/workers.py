@@ -55,4 +55,6 @@ def record(run_dir: Path, strategy) -> None:
         "node": current_node(),
         "device": str(strategy.device),
     }
+    if strategy.name.startswith("horovod"):  # None: Horovod's own default (1 ms)
+        info["horovod_cycle_time_ms"] = os.environ.get("HOROVOD_CYCLE_TIME")
     (run_dir / "workers" / f"rank-{strategy.rank}.json").write_text(json.dumps(info))
