@@ -41,12 +41,15 @@ def launched_rank() -> int | None:
 CPU_CYCLE_TIME_MS = "2"
 
 
-def horovod_env(environ: dict[str, str], use_gpu: bool) -> dict[str, str]:
+def horovod_env(environ: dict[str, str], use_gpu: bool, timeline: str | None) -> dict[str, str]:
     """The HOROVOD_* variables a worker starts with: the driver's own (cycle time, fusion
-    threshold, ...), with the CPU cycle time where none is set."""
+    threshold, ...), with the CPU cycle time where none is set; trainer.timeline becomes
+    HOROVOD_TIMELINE (rank 0 writes it; Horovod reads both at init)."""
     env = {k: v for k, v in environ.items() if k.startswith("HOROVOD_")}
     if not use_gpu:
         env.setdefault("HOROVOD_CYCLE_TIME", CPU_CYCLE_TIME_MS)
+    if timeline:
+        env["HOROVOD_TIMELINE"] = os.path.abspath(os.path.expanduser(timeline))
     return env
 
 
@@ -61,9 +64,7 @@ class HorovodBackend:
         import torch
 
         # trainer.use_gpu is read later, with the job: a GPU here keeps Horovod's own cycle.
-        os.environ.update(horovod_env(dict(os.environ), torch.cuda.is_available()))
-        if self.timeline:
-            os.environ["HOROVOD_TIMELINE"] = os.path.abspath(os.path.expanduser(self.timeline))
+        os.environ.update(horovod_env(dict(os.environ), torch.cuda.is_available(), self.timeline))
 
         hvd.init()
         self.hvd = hvd

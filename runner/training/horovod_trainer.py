@@ -32,12 +32,8 @@ def _horovod_worker(job: TrainingJob, elastic: bool = False) -> TrainingResult |
 
 
 def _worker_env(settings, use_gpu: bool) -> dict[str, str]:
-    """horovod_env for the Ray workers; trainer.timeline becomes HOROVOD_TIMELINE (rank 0
-    writes it)."""
-    env = {"PYTHONUNBUFFERED": "1", **horovod_env(dict(os.environ), use_gpu)}
-    if settings.timeline:
-        env["HOROVOD_TIMELINE"] = os.path.abspath(os.path.expanduser(settings.timeline))
-    return env
+    """horovod_env for the Ray workers, their output unbuffered."""
+    return {"PYTHONUNBUFFERED": "1", **horovod_env(dict(os.environ), use_gpu, settings.timeline)}
 
 
 def _executor_class():
