@@ -110,30 +110,34 @@ def test_a_run_attaches_to_a_cluster_that_uses_token_authentication(tmp_path):
         text=True,
         timeout=120,
     )
-    try:
-        assert started.returncode == 0, started.stderr[-3000:]
-        assert "Token authentication is enabled" in started.stdout + started.stderr
-        result = subprocess.run(
-            [sys.executable, str(ROOT / "run.py"), "backend=ray", "backend.address=auto"]
-            + ["trainer.epochs=1", "trainer.progress_bar=false", "dataset.synthetic_rows=2000"]
-            + [f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"],
+    small = ["trainer.epochs=1", "trainer.progress_bar=false", "dataset.synthetic_rows=2000"]
+
+    def run_py(*args: str):  # run_cli cannot drop RAY_AUTH_MODE from the tests' environment
+        return subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "run.py"),
+                *args,
+                *small,
+                f"cache_dir={tmp_path / 'cache'}",
+            ],
             cwd=ROOT,
             env=env,
             capture_output=True,
             text=True,
             timeout=300,
         )
-        sweep = subprocess.run(
-            [sys.executable, str(ROOT / "run.py"), "--multirun", "hydra/launcher=ray"]
-            + [f"hydra.launcher.ray.init.address=127.0.0.1:{port}"]
-            + ["trainer.learning_rate=0.001,0.01"]
-            + ["trainer.epochs=1", "trainer.progress_bar=false", "dataset.synthetic_rows=2000"]
-            + [f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
+
+    try:
+        assert started.returncode == 0, started.stderr[-3000:]
+        assert "Token authentication is enabled" in started.stdout + started.stderr
+        result = run_py("backend=ray", "backend.address=auto", f"hydra.run.dir={tmp_path / 'run'}")
+        sweep = run_py(
+            "--multirun",
+            "hydra/launcher=ray",
+            f"hydra.launcher.ray.init.address=127.0.0.1:{port}",
+            "trainer.learning_rate=0.001,0.01",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
         )
     finally:
         subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
