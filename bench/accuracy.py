@@ -38,6 +38,7 @@ VARIANTS = {
     "periodic": ["model.number_encoder=periodic"],
     "piecewise": ["model.number_encoder=piecewise"],
     "no_number_encoder": ["model.number_encoder=none"],
+    "bins16": ["model.bin_features=16"],  # each column's bins through a linear layer to 16
     "lr0.001": ["trainer.learning_rate=0.001"],
     "wd0.1": ["trainer.weight_decay=0.1"],
     "wd1": ["trainer.weight_decay=1.0"],

@@ -57,7 +57,7 @@ def _rows(n: int) -> list[dict]:
 
 
 @contextlib.contextmanager
-def served(model_dir: Path, replicas: int, name: str):
+def served(model_dir: Path, replicas: int, name: str, ingress: str = "proxy"):
     """`python run.py command=serve` on a Ray of its own (replicas of half a CPU each), as
     (process, url); SIGTERM when the block ends."""
     port = _free_port()
@@ -69,6 +69,7 @@ def served(model_dir: Path, replicas: int, name: str):
             f"model_dir={model_dir}",
             f"serve.port={port}",
             f"serve.num_replicas={replicas}",
+            f"serve.ingress={ingress}",
             "serve.resources_per_replica={CPU:0.5}",
             "backend.ray.num_cpus=2",
             f"hydra.run.dir={model_dir.parent.parent / name}",
@@ -88,11 +89,11 @@ def served(model_dir: Path, replicas: int, name: str):
             process.kill()
 
 
-def _measure(model_dir: Path, replicas: int, singles: int, batches: int) -> dict:
+def _measure(model_dir: Path, replicas: int, singles: int, batches: int, ingress: str) -> dict:
     import requests
 
     started = time.perf_counter()
-    with served(model_dir, replicas, f"serve-{replicas}") as (process, url):
+    with served(model_dir, replicas, f"serve-{replicas}-{ingress}", ingress) as (process, url):
         while True:
             try:
                 if requests.get(f"{url}/health", timeout=2).status_code == 200:
@@ -131,6 +132,7 @@ def _measure(model_dir: Path, replicas: int, singles: int, batches: int) -> dict
     ms, hop_ms = np.array(latencies) * 1000, np.array(hops) * 1000
     return {
         "replicas": replicas,
+        "ingress": ingress,
         "seconds_to_healthy": healthy,
         "single_row_p50_ms": float(np.percentile(ms, 50)),
         "single_row_p99_ms": float(np.percentile(ms, 99)),
@@ -164,7 +166,14 @@ def serving_figures(work: Path, smoke: bool = False) -> dict:
     sys.path.insert(0, str(ROOT))
     model_dir = _train(work)
     singles, batches = (20, 2) if smoke else (500, 40)
-    figures = {f"{r} replica(s)": _measure(model_dir, r, singles, batches) for r in (1, 2)}
+    # Each replica count with Serve's Python proxy, then with HAProxy, one after the other.
+    figures = {
+        f"{r} replica(s)" + ("" if ingress == "proxy" else f", {ingress}"): _measure(
+            model_dir, r, singles, batches, ingress
+        )
+        for r in (1, 2)
+        for ingress in ("proxy", "haproxy")
+    }
     predictor = predictor_single_row(model_dir, singles)
     for entry in figures.values():
         entry["predictor_p50_ms"] = predictor["p50_ms"]

@@ -148,6 +148,9 @@ class ModelConfig:
     # none (values as they are) | piecewise (PLE: quantile bins of the training split) |
     # periodic (PLR embeddings)
     number_encoder: str = "auto"
+    # piecewise: each column's bins through its own linear layer and a ReLU to this many
+    # features (PLE-Q-LR, Gorishniy et al., 2022); 0: the bins go to the MLP as they are.
+    bin_features: int = 0
     # Share of a text's tokens that training replaces by the unknown token (vocabulary texts).
     token_dropout: float = 0.5
     # Vocabulary texts: a token seen c times in training is also dropped with probability
@@ -177,6 +180,9 @@ class ModelConfig:
             "model.token_size",
             f"a positive multiple of model.num_heads={self.num_heads}",
             self.token_size,
+        )
+        _require(
+            self.bin_features >= 0, "model.bin_features", "0 or more (0: off)", self.bin_features
         )
         _require(self.hidden_size >= 1, "model.hidden_size", "at least 1", self.hidden_size)
         _require(self.num_layers >= 0, "model.num_layers", "0 or more", self.num_layers)
@@ -534,8 +540,14 @@ class ServeConfig:
     # How long a batch waits to fill; 0: requests that queued while the last batch ran go together.
     batch_wait_timeout_s: float = 0.0
     max_body_bytes: int = 10 * 2**20  # a larger request body is answered 413
+    # haproxy: HAProxy (the binary that ray[serve] installs) sends each request straight to a
+    # replica's own HTTP server; about half the single-row latency of proxy, Ray Serve's Python
+    # HTTP proxy, one actor hop more (docs/prediction-and-serving.md). Applies when
+    # command=serve starts Ray; a cluster of `ray start` takes RAY_SERVE_ENABLE_HA_PROXY=1 there.
+    ingress: str = "haproxy"
 
     def __post_init__(self):
+        _one_of(self.ingress, ("proxy", "haproxy"), "serve.ingress")
         _require(1 <= self.port <= 65535, "serve.port", "in [1, 65535]", self.port)
         _require(self.num_replicas >= 1, "serve.num_replicas", "at least 1", self.num_replicas)
         _require(

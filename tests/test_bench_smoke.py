@@ -84,7 +84,7 @@ def test_every_figure_is_produced(tmp_path):
     assert figures["sweeps"]["3 trials"]["ray_attached_seconds"] > 0
     tune = figures["tune"]["2 trials"]
     assert tune["asha"]["seconds"] > 0 and tune["none"]["epochs_trained"] == 4
-    for replicas in ("1 replica(s)", "2 replica(s)"):
+    for replicas in (f"{n} replica(s){i}" for n in (1, 2) for i in ("", ", haproxy")):
         assert figures["serving"][replicas]["single_row_p99_ms"] > 0
         assert figures["serving"][replicas]["batch_rows_per_second"] > 0
         serving = figures["serving"][replicas]

@@ -233,6 +233,14 @@ BAD_INPUTS = {
         ["dataset.path={d}/good.csv", "trainer.precision=fp8"],
         "trainer.precision=fp8 is unknown; use one of: 32, bf16, fp16",
     ),
+    "unknown serve ingress": (
+        ["dataset.path={d}/good.csv", "serve.ingress=nginx"],
+        "serve.ingress=nginx is unknown; use one of: proxy, haproxy",
+    ),
+    "negative bin features": (
+        ["dataset.path={d}/good.csv", "model.bin_features=-1"],
+        "model.bin_features=-1 is out of range: it must be 0 or more (0: off)",
+    ),
     "unknown format": (
         ["dataset.path={d}/good.csv", "dataset.format=xml"],
         "dataset.format=xml is not supported",

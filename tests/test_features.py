@@ -608,6 +608,30 @@ def test_piecewise_linear_encoder_bins_extend_and_pass_through():
     np.testing.assert_allclose(encoder(x)[:, :3].numpy(), x.numpy())  # values kept beside
 
 
+def test_bin_features_project_each_columns_bins_on_their_own():
+    """model.bin_features=k: each binned column's bins through its own linear layer and a ReLU
+    to k values (PLE-Q-LR); columns without bins pass through, values kept beside."""
+    import torch
+
+    from runner.model.network import PiecewiseLinearEncoder
+
+    edges = [[0.0, 1.0, 2.0], [], [-1.0, 1.0]]
+    plain, projected = PiecewiseLinearEncoder(edges), PiecewiseLinearEncoder(edges, 3)
+    assert projected.width == 3 + 2 * 3
+    x = torch.tensor([[-1.0, 5.0, 0.0], [0.5, 0.0, 3.0], [1.5, 1.0, -3.0], [3.0, 0.0, 0.0]])
+    bins = plain(x)[:, 3:].reshape(4, 2, 2)  # [rows, binned columns, bins]
+    with torch.no_grad():
+        got = projected(x)
+    assert projected.projection is not None
+    for column in range(2):  # column 0 by the first layer, column 2 by the second
+        want = torch.relu(
+            bins[:, column] @ projected.projection[column] + projected.projection_bias[column]
+        )
+        torch.testing.assert_close(got[:, 3 + 3 * column : 6 + 3 * column], want.detach())
+    np.testing.assert_allclose(got[:, :3].numpy(), x.numpy())
+    assert PiecewiseLinearEncoder(edges, 0).projection is None  # 0: off, the bins as they are
+
+
 def test_bin_edges_spend_no_bins_on_a_value_that_holds_most_rows():
     """A capital gain (92 % zeros) gets its 32 bins over the values that vary, not 3; a column
     of few distinct values an edge at each; a continuous column plain quantiles."""

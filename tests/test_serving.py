@@ -240,8 +240,13 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server, model):
 
 @pytest.mark.distributed
 @pytest.mark.slow
-def test_serve_command_runs_until_sigterm(model, tmp_path):
-    """python run.py command=serve: healthy, answers, and stops cleanly on SIGTERM."""
+@pytest.mark.parametrize("ingress", ["proxy", "haproxy"])
+def test_serve_command_runs_until_sigterm(model, tmp_path, ingress):
+    """python run.py command=serve: healthy, answers, and stops cleanly on SIGTERM; with
+    serve.ingress=haproxy, an HAProxy process of this command answers the same and a bad
+    request gets its 4xx through it, and it goes with the command."""
+    import psutil
+
     port = free_port()
     process = subprocess.Popen(
         [
@@ -250,6 +255,7 @@ def test_serve_command_runs_until_sigterm(model, tmp_path):
             "command=serve",
             f"model_dir={model['dir']}",
             f"serve.port={port}",
+            f"serve.ingress={ingress}",
             "backend.ray.num_cpus=2",
             f"hydra.run.dir={tmp_path / 'run'}",
         ],
@@ -259,6 +265,7 @@ def test_serve_command_runs_until_sigterm(model, tmp_path):
         env={**os.environ, "RAY_ADDRESS": ""},
     )
     url = f"http://127.0.0.1:{port}"
+    haproxies = []
     try:
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -269,8 +276,17 @@ def test_serve_command_runs_until_sigterm(model, tmp_path):
                 pass
             assert process.poll() is None, process.stdout.read()
             time.sleep(0.5)
-        answer = requests.post(f"{url}/predict", json=rows_of(model, 2), timeout=30)
-        assert answer.status_code == 200 and len(answer.json()) == 2
+        answer = requests.post(f"{url}/predict", json=rows_of(model), timeout=30)
+        assert answer.status_code == 200, answer.text
+        assert_same_predictions(
+            pd.DataFrame(answer.json()), model["expected"].drop(columns=["row"])
+        )
+        bad = requests.post(f"{url}/predict", data=b"[{", timeout=30)
+        assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]
+        haproxies = [
+            p for p in psutil.Process(process.pid).children(recursive=True) if p.name() == "haproxy"
+        ]
+        assert bool(haproxies) == (ingress == "haproxy")
     finally:
         process.send_signal(signal.SIGTERM)
         output = process.communicate(timeout=90)[0]
@@ -286,3 +302,4 @@ def test_serve_command_runs_until_sigterm(model, tmp_path):
             pass
         assert time.time() < deadline, "still answering after the command ended"
         time.sleep(0.5)
+    assert not [p for p in haproxies if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -94,7 +94,8 @@ class PiecewiseLinearEncoder(nn.Module):
     linearly past the data). The MLP then draws a column's shape bin by bin, as a tree's
     thresholds do, at the cost of a wider first layer and no parameters here. Columns without
     bins (binary flags, a date's parts, constant columns) pass through; every column's value is
-    kept beside its bins."""
+    kept beside its bins. With `features` (model.bin_features), each column's bins go through
+    its own linear layer and a ReLU to that many values instead (PLE-Q-LR)."""
 
     # Buffers (register_buffer).
     columns: torch.Tensor
@@ -103,7 +104,7 @@ class PiecewiseLinearEncoder(nn.Module):
     low: torch.Tensor
     high: torch.Tensor
 
-    def __init__(self, edges: list[list[float]]):
+    def __init__(self, edges: list[list[float]], features: int = 0):
         super().__init__()
         binned = [j for j, e in enumerate(edges) if len(e) >= 2]
         most = max((len(edges[j]) - 1 for j in binned), default=0)
@@ -127,6 +128,18 @@ class PiecewiseLinearEncoder(nn.Module):
         self.register_buffer("shift", shift, persistent=False)
         self.register_buffer("low", low, persistent=False)
         self.register_buffer("high", high, persistent=False)
+        # model.bin_features: each column's bins through its own linear layer and a ReLU.
+        self.projection: nn.Parameter | None = None
+        self.projection_bias: nn.Parameter | None = None
+        if features and binned:
+            bound = max(most, 1) ** -0.5  # nn.Linear's initial range
+            self.projection = nn.Parameter(
+                torch.empty(len(binned), max(most, 1), features).uniform_(-bound, bound)
+            )
+            self.projection_bias = nn.Parameter(
+                torch.empty(len(binned), features).uniform_(-bound, bound)
+            )
+            most = features
         self.width = len(edges) + len(binned) * most
 
     def forward(self, numbers: torch.Tensor) -> torch.Tensor:
@@ -134,6 +147,10 @@ class PiecewiseLinearEncoder(nn.Module):
             return numbers
         x = numbers.index_select(1, self.columns).unsqueeze(2)
         position = torch.clamp(torch.addcmul(self.shift, x, self.scale), self.low, self.high)
+        if self.projection is not None:  # [columns, rows, bins] @ [columns, bins, features]
+            position = torch.bmm(position.transpose(0, 1), self.projection).transpose(0, 1)
+            assert self.projection_bias is not None  # set with the projection
+            position = torch.relu(position + self.projection_bias)
         return torch.cat([numbers, position.flatten(1)], dim=1)
 
 
@@ -278,7 +295,7 @@ class TabularModel(nn.Module):
             self.periodic = PeriodicEncoder(len(layout.numeric), settings.embedding_size)
             numeric_width = self.periodic.width
         elif settings.number_encoding == "piecewise" and layout.numeric:
-            self.piecewise = PiecewiseLinearEncoder(layout.bin_edges)
+            self.piecewise = PiecewiseLinearEncoder(layout.bin_edges, settings.bin_features)
             numeric_width = self.piecewise.width
         # The width of each encoding, in the order _encode returns them.
         widths = (

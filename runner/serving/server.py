@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -24,8 +26,34 @@ def replica_options(settings: ServeConfig) -> dict:
     return options
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def haproxy_environment(settings: ServeConfig) -> dict[str, str]:
+    """Ray Serve's settings for serve.ingress=haproxy, read from the environment by every Ray
+    process when it imports Serve: so they go into this process's environment before it starts
+    Ray (the raylet and every actor inherit it). A value the user set wins."""
+    if settings.ingress != "haproxy":
+        return {}
+    wanted = {
+        "RAY_SERVE_ENABLE_HA_PROXY": "1",
+        # A stopping replica waits this long so that HAProxy's health checks see it go (30 s
+        # by default); for a server stopping as a whole, a second is enough.
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "1",
+        # HAProxy's stats page and metrics listen on every interface, on fixed ports by default
+        # (8404, 9101): free ports here, so a second server on the machine does not collide.
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(_free_port()),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(_free_port()),
+    }
+    return {k: v for k, v in wanted.items() if k not in os.environ}
+
+
 def deploy(settings: ServeConfig, model_dir: str) -> str:
-    """Deploys the model (replicas ready when this returns); returns the server's URL."""
+    """Deploys the model (replicas ready when this returns); returns the server's URL. The
+    ingress is the Ray cluster's: serve_until_stopped sets it before it starts Ray."""
     from ray import serve
 
     from runner.serving.app import APP_NAME, ModelServer
@@ -45,11 +73,12 @@ def deploy(settings: ServeConfig, model_dir: str) -> str:
 
 
 def serve_until_stopped(settings: ServeConfig, model_dir: str | None) -> None:
-    from ray import serve
-
     started = time.perf_counter()
     Predictor.load(model_dir)  # a bad model_dir fails here, in one line, before Ray starts
     assert model_dir is not None  # load() raised the UserError that names it
+    os.environ.update(haproxy_environment(settings))  # before Ray starts and Serve's import
+    from ray import serve
+
     require_ray("command=serve")
     # After Ray's start, which installs handlers of its own: ours end the wait, then clean up.
     stop = threading.Event()
