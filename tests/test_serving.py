@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import requests
-from helpers import MIXED_MODEL, ROOT, free_port, mixed_table, run_experiment
+from helpers import MIXED_MODEL, ROOT, error_lines, free_port, mixed_table, run_cli, run_experiment
 
 from runner import Predictor
 from runner.config import ServeConfig
@@ -236,6 +236,28 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server, model):
     assert_same_predictions(
         pd.DataFrame(response.json()), model["expected"].head(3).drop(columns=["row"])
     )
+
+
+def test_a_taken_port_is_one_error_line_before_ray_starts(model, tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli(
+            "command=serve",
+            f"model_dir={model['dir']}",
+            f"serve.port={port}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+            env={"RAY_ADDRESS": ""},
+        )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert error_lines(result) == [
+        f"error: serve.port={port} on 127.0.0.1 cannot be used (Address already in use); "
+        "stop what listens there or pick another serve.port"
+    ]
+    assert "Traceback" not in result.stderr and "Started a local Ray" not in result.stderr
 
 
 @pytest.mark.distributed

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from runner.config import ServeConfig
+from runner.errors import UserError
 from runner.runtime import require_ray
 from runner.scoring.predictor import Predictor
 
@@ -30,6 +31,20 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def check_port_free(settings: ServeConfig) -> None:
+    """A UserError now, before Ray starts, when serve.host:serve.port is taken (Serve's proxy
+    or HAProxy would fail with a traceback half a minute later)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind it
+        try:
+            s.bind((settings.host, settings.port))
+        except OSError as error:
+            raise UserError(
+                f"serve.port={settings.port} on {settings.host} cannot be used ({error.strerror}); "
+                "stop what listens there or pick another serve.port"
+            ) from None
 
 
 def haproxy_environment(settings: ServeConfig) -> dict[str, str]:
@@ -76,6 +91,7 @@ def serve_until_stopped(settings: ServeConfig, model_dir: str | None) -> None:
     started = time.perf_counter()
     Predictor.load(model_dir)  # a bad model_dir fails here, in one line, before Ray starts
     assert model_dir is not None  # load() raised the UserError that names it
+    check_port_free(settings)
     os.environ.update(haproxy_environment(settings))  # before Ray starts and Serve's import
     from ray import serve
 
