@@ -288,6 +288,12 @@ def activate(runtime: RayRuntime | None) -> None:
     _ACTIVE = runtime
 
 
+def ray_starts_here() -> bool:
+    """Whether the Ray this command uses is one it starts itself (not a cluster it attaches to,
+    nor a session this process already has)."""
+    return _ACTIVE is not None and not _ACTIVE.attaching
+
+
 def require_ray(what: str, fix: str = "add backend=ray"):
     """The ray module, with Ray started or attached by the active runtime on first use;
     a UserError naming `what` when this run has no Ray."""

@@ -84,10 +84,11 @@ def test_every_figure_is_produced(tmp_path):
     assert figures["sweeps"]["3 trials"]["ray_attached_seconds"] > 0
     tune = figures["tune"]["2 trials"]
     assert tune["asha"]["seconds"] > 0 and tune["none"]["epochs_trained"] == 4
-    for replicas in (f"{n} replica(s){i}" for n in (1, 2) for i in ("", ", haproxy")):
+    for replicas in (f"{n} replica(s){i}" for n in (1, 2) for i in ("", ", proxy")):
         assert figures["serving"][replicas]["single_row_p99_ms"] > 0
         assert figures["serving"][replicas]["batch_rows_per_second"] > 0
         serving = figures["serving"][replicas]
+        assert serving["ingress"] == ("proxy" if replicas.endswith("proxy") else "haproxy")
         assert 0 < serving["predictor_p50_ms"] < serving["single_row_p50_ms"]
         assert 0 < serving["hop_p50_ms"] < serving["single_row_p99_ms"]
     soak = figures["soak"]

@@ -266,3 +266,64 @@ def test_a_stray_cluster_is_left_alone(head, tmp_path):
     )
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     assert len(list((tmp_path / "sweep").glob("*/metrics.json"))) == 2
+
+
+def test_serve_on_an_attached_cluster_takes_the_clusters_ingress(head, tmp_path):
+    """command=serve attached to a `ray start` cluster (started without HAProxy's flag): the
+    run leaves the ingress and the port to the cluster, says so, and serves through Serve's
+    proxy there; SIGTERM shuts Serve down and the cluster goes on."""
+    import signal
+    import time
+
+    import psutil
+
+    _, env = head
+    train = run_cli(
+        "command=train",
+        "backend=local",
+        "dataset.synthetic_rows=2000",
+        "trainer.epochs=1",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'train'}",
+    )
+    assert train.returncode == 0, train.stderr[-3000:]
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "command=serve",
+            f"model_dir={tmp_path / 'train' / 'model'}",
+            "backend=ray",
+            "backend.address=auto",
+            f"serve.port={port}",
+            "serve.resources_per_replica={CPU:0.5}",
+            f"hydra.run.dir={tmp_path / 'serve'}",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                if requests.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert process.poll() is None and time.time() < deadline, process.stdout.read()
+            time.sleep(0.5)
+        row = {"x1": 1.0, "x2": 2.0, "x3": 0.5, "x4": None, "color": "red", "city": "a"}
+        answer = requests.post(f"{url}/predict", json=[{**row, "flag": True}], timeout=30)
+        assert answer.status_code == 200 and "label_probability" in answer.json()[0]
+        assert not [p for p in psutil.process_iter(["name"]) if p.info["name"] == "haproxy"]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=120)[0]
+    assert process.returncode == 0, output[-3000:]
+    assert "whose environment picks the ingress" in output
+    assert "attached to the cluster at" in output

