@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,12 +19,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _train(work: Path) -> Path:
@@ -60,7 +53,9 @@ def _rows(n: int) -> list[dict]:
 def served(model_dir: Path, replicas: int, name: str, ingress: str = "haproxy"):
     """`python run.py command=serve` on a Ray of its own (replicas of half a CPU each), as
     (process, url); SIGTERM when the block ends."""
-    port = _free_port()
+    from runner.ports import free_ports
+
+    (port,) = free_ports(1)
     process = subprocess.Popen(
         [
             sys.executable,

@@ -15,6 +15,7 @@ import pytest  # approx in assert_close
 from hydra import compose, initialize_config_dir
 
 from runner.config import register_configs
+from runner.ports import free_ports
 from runner.processing.split import SPLIT_NAMES
 
 # Test clusters are throw-away: no token authentication.
@@ -127,21 +128,7 @@ def start_test_ray():
 
 
 def free_port() -> int:
-    return free_ports(1)[0]
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free ports: every socket stays bound until all are picked, since two
-    separate picks can get the same port back (CI's `ray start` once got it for both its GCS and
-    its dashboard)."""
-    import socket
-    from contextlib import ExitStack
-
-    with ExitStack() as stack:
-        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
+    return free_ports(1)[0]  # free_ports (runner.ports) when two or more are needed at once
 
 
 def houses(rows: int = 600, seed: int = 0) -> pd.DataFrame:

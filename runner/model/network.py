@@ -92,10 +92,11 @@ class PiecewiseLinearEncoder(nn.Module):
     one value per quantile bin of the training split (bin edges from preprocessing): 0 below
     the bin, 1 above it, the position inside it in between (the first and last bins extend
     linearly past the data). The MLP then draws a column's shape bin by bin, as a tree's
-    thresholds do, at the cost of a wider first layer (and no parameters here without `features`). Columns without
-    bins (binary flags, a date's parts, constant columns) pass through; every column's value is
-    kept beside its bins. With `features` (model.bin_features), each column's bins go through
-    its own linear layer and a ReLU to that many values instead (PLE-Q-LR)."""
+    thresholds do, at the cost of a wider first layer (and no parameters here without
+    `features`). Columns without bins (binary flags, a date's parts, constant columns) pass
+    through; every column's value is kept beside its bins. With `features`
+    (model.bin_features), each column's bins go through its own linear layer and a ReLU to
+    that many values instead (PLE-Q-LR)."""
 
     # Buffers (register_buffer).
     columns: torch.Tensor

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from runner.config import ServeConfig
 from runner.errors import UserError
+from runner.ports import free_ports
 from runner.runtime import ray_starts_here, require_ray
 from runner.scoring.predictor import Predictor
 
@@ -28,15 +28,6 @@ def replica_options(settings: ServeConfig) -> dict:
     if resources:
         options["resources"] = resources
     return options
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free local ports (every socket held open until all are picked)."""
-    with contextlib.ExitStack() as held:
-        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
 
 
 def check_port_free(settings: ServeConfig, haproxy: bool) -> None:
@@ -87,13 +78,14 @@ def haproxy_environment(settings: ServeConfig) -> dict[str, str]:
     raylet and every actor inherit it). serve.ingress decides the flag; for the drain and the
     ports, a value the user set wins. Without an HAProxy binary, Serve's own proxy answers, and
     the log says why."""
-    if settings.ingress == "haproxy" and haproxy_binary() is None:
+    haproxy = settings.ingress == "haproxy"
+    if haproxy and haproxy_binary() is None:
         log.warning(
             "serve.ingress=haproxy: no HAProxy binary here (ray[serve] brings one on Linux; "
             "or set RAY_SERVE_HAPROXY_BINARY_PATH); serving through Ray Serve's proxy instead"
         )
-        return {"RAY_SERVE_ENABLE_HA_PROXY": "0"}
-    if settings.ingress != "haproxy":
+        haproxy = False
+    if not haproxy:
         return {"RAY_SERVE_ENABLE_HA_PROXY": "0"}
     stats, metrics = free_ports(2)
     wanted = {
