@@ -87,7 +87,7 @@ class Row:
         names = {**entry, "key": key}
         label, size = self.label.format_map(names), self.size.format_map(names)
         value, reference = read(self.value), read(self.reference)
-        r = ratio(value, reference) if self.ratio is None else entry[self.ratio]
+        r = ratio(value, reference) if self.ratio is None else read(self.ratio)
         yield Cells(label, size, value, reference, r, self.target.format_map(names), self.unit)
 
 
@@ -522,8 +522,8 @@ TABLE: tuple[Each | Callable[[dict], Iterable[Cells]], ...] = (
     ),
     prediction_rows,
     # Each layer against the one below it: what the default adds to a bare run (plots,
-    # importance, report.html), what logger=mlflow adds to the default. A run that failed
-    # leaves its key out: "-".
+    # importance, report.html), what logger=mlflow adds to the default; median walls, and the
+    # median of the rounds' paired ratios. A run that failed leaves its key out: "-".
     Each(
         "results",
         tuple(
@@ -531,6 +531,7 @@ TABLE: tuple[Each | Callable[[dict], Iterable[Cells]], ...] = (
                 f"results' cost: {{key}} with {layer} vs without",
                 f"{variant}_wall_seconds",
                 f"{below}_wall_seconds",
+                ratio=f"{variant}_ratio",
                 target="<= 1.05x",
                 unit="s",
                 size="{rows:,}",

@@ -142,6 +142,7 @@ def figures() -> dict:
                 "rows": 100000,
                 "bare_wall_seconds": 20.0,
                 "default_wall_seconds": 20.5,  # no mlflow figure: that run failed
+                "default_ratio": 1.03,  # the rounds' paired ratios' median, shown as stored
             }
         },
         "soak": {
@@ -214,6 +215,12 @@ def test_no_reference_or_no_value_prints_a_dash():
     ) == [
         "| results' cost: default experiment with logger=mlflow vs without | 100,000 | - | "
         "20.5s | - | <= 1.05x |"
+    ]
+    assert rows_labelled(
+        fig, "results' cost: default experiment with plots, importance, report.html vs without"
+    ) == [
+        "| results' cost: default experiment with plots, importance, report.html vs without | "
+        "100,000 | 20.5s | 20s | 1.03x | <= 1.05x |"
     ]
 
 

@@ -96,7 +96,8 @@ def test_every_figure_is_produced(tmp_path):
     assert soak["a replica killed under load"]["killed_at_s"] > 0
     results = figures["results"]["default experiment"]
     for variant in ("bare", "default", "mlflow"):
-        assert results[f"{variant}_wall_seconds"] > 0
+        assert results[f"{variant}_wall_seconds"] >= results[f"{variant}_best_wall_seconds"] > 0
+    assert results["mlflow_ratio"] > 0
     table = (out / "figures.md").read_text()
     for row in (
         "results' cost: default experiment with logger=mlflow vs without",

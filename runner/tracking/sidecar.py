@@ -154,9 +154,7 @@ def warm_up(uri: str) -> None:
     if uri.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql", "mssql"):
         import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
 
-    import runner.tracking.pyfunc
-
-    runner.tracking.pyfunc.warm_up()
+    import runner.tracking.pyfunc  # noqa: F401
 
 
 def open_run(settings: dict, run_dir: str, config: dict, tags: dict, trial: dict | None) -> dict:
