@@ -193,6 +193,8 @@ def test_the_embedded_sqlite_default_needs_no_server(tmp_path):
     assert {"metrics.json", "model", "pyfunc"} <= artifacts
     assert (tmp_path / "outputs" / "mlartifacts").is_dir()  # beside the database, not in cwd/mlruns
     assert not (tmp_path / "mlruns").exists()
+    # The last line logged reached the run's log: the fast exit (run.py) flushed it.
+    assert "mlflow: logged" in (tmp_path / "outputs" / "first" / "run.log").read_text()
     # MLflow's advice (type hints, cloudpickle) is not a problem of the run: not on the console.
     assert "Warning" not in result.stdout + result.stderr, result.stderr[-2000:]
 
