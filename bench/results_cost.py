@@ -40,7 +40,9 @@ def results_figures(work: Path, measure, smoke: bool = False) -> dict:
     walls: dict[str, list[float]] = {name: [] for name in VARIANTS}
     for repeat in range(repeats):
         for name, overrides in VARIANTS.items():
-            run = measure([*base, *overrides, f"hydra.run.dir={root / f'{name}-{repeat}'}"])
+            run = measure(
+                [*base, *overrides, f"hydra.run.dir={root / f'{name}-{repeat}'}"], memory=False
+            )
             walls[name].append(run["wall_seconds"])
     figures: dict = {"rows": rows, "repeats": repeats}
     for name, seconds in walls.items():
