@@ -64,5 +64,5 @@ def _save(model_dir: Path, path: Path) -> None:
         environment.warn_dependency_requirement_mismatches = check
 
 
-def _nothing_to_check(requirements: list[str]) -> None:
+def _nothing_to_check(model_requirements: list[str]) -> None:
     return None
