@@ -210,7 +210,10 @@ def _serve(requests: IO[bytes], replies: IO[bytes]) -> None:
                 _FAILURES.append((target, _one_line(error)))
             answer = (number, False, _one_line(error))
         if reply:
-            _write(replies, answer)
+            try:
+                _write(replies, answer)
+            except BrokenPipeError:  # the driver died mid-call: as at the end of its input
+                break
     for fn in _AT_END:
         try:
             fn()

@@ -4,10 +4,12 @@ MLflow while the run goes on: real child processes, real kills."""
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 
 import pytest
-from helpers import error_lines, run_cli
+from helpers import ROOT, error_lines, run_cli
 
 from runner.background import Background, BackgroundError
 
@@ -71,6 +73,31 @@ def test_a_child_that_dies_is_an_error_not_a_hang():
     child.stop()
 
 
+def test_a_driver_gone_while_a_call_is_in_flight_still_runs_the_end_hooks(tmp_path):
+    """A reply with no one to read it (the driver was killed mid-call): the child ends as at
+    the end of its input, and its end hooks run (they close an MLflow run FAILED)."""
+    marker = tmp_path / "ended"
+    hook = (
+        "import pathlib, runner.background as b; "
+        f"b.at_end(lambda: pathlib.Path({str(marker)!r}).write_text('ran'))"
+    )
+    driver = (
+        "import os\n"
+        "from runner.background import Background\n"
+        "child = Background()\n"
+        f"child.call('builtins:exec', {hook!r}, {{}}, reply=False)\n"
+        "child.call('time:sleep', 1)\n"  # its reply is due after the driver is gone
+        "os._exit(0)\n"  # as a SIGKILL leaves it: no close, the pipes just end
+    )
+    # The child writes to the driver's stderr: run() returns once both have ended.
+    result = subprocess.run(
+        [sys.executable, "-c", driver], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert result.returncode == 0
+    assert "BrokenPipeError" not in result.stderr, result.stderr[-2000:]
+    assert marker.read_text() == "ran"
+
+
 def _status(database, run_name="run"):
     with sqlite3.connect(database) as db:
         return db.execute("select status from runs where name = ?", (run_name,)).fetchall()
@@ -80,11 +107,6 @@ def _status(database, run_name="run"):
 def test_a_driver_killed_mid_run_leaves_its_mlflow_run_failed(tmp_path):
     """SIGKILL of run.py while it trains: its background process sees the end of its input
     and closes the run FAILED instead of leaving it RUNNING for ever."""
-    import subprocess
-    import sys
-
-    from helpers import ROOT
-
     database = tmp_path / "outputs" / "mlflow.db"
     driver = subprocess.Popen(
         [
@@ -96,6 +118,9 @@ def test_a_driver_killed_mid_run_leaves_its_mlflow_run_failed(tmp_path):
             "trainer.epochs=500",
             "trainer.early_stopping.patience=0",
             "trainer.progress_bar=false",
+            # A core left to the niced background process: with both busy training, its
+            # imports took up to two minutes before it opened the run.
+            "trainer.num_threads=1",
             f"cache_dir={tmp_path / 'cache'}",
             f"hydra.run.dir={tmp_path / 'outputs' / 'run'}",
         ],
