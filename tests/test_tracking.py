@@ -1,10 +1,16 @@
 """logger=mlflow against a real MLflow tracking server (`mlflow server`, SQLite backend, its
 own process on a free port) and against the embedded SQLite default: a run's params,
-per-epoch metrics, tags, artifacts and pyfunc model; a sweep's parent and child runs."""
+per-epoch metrics, tags, artifacts and pyfunc model (loaded, and served by `mlflow models
+serve`); a sweep's parent and child runs."""
 
+import contextlib
+import json
+import os
+import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -23,48 +29,67 @@ from runner.tracking.mlflow_run import flatten
 SECRET = "s3cr3t-pw"
 
 
+MLFLOW_CLI = Path(sys.executable).parent / "mlflow"
+
+
+@contextlib.contextmanager
+def serving(command: list[str], ready_url: str, log: Path):
+    """A server process (its own process group: MLflow starts uvicorn under it), once
+    `ready_url` answers 200; the whole group stopped when the block ends."""
+    # MLflow finds uvicorn on PATH: the venv's bin, as an activated venv has it.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    server = subprocess.Popen(
+        command,
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PATH": path},
+        start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(ready_url, timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.time() > deadline:
+                pytest.fail(f"{' '.join(command[1:3])} did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory):
     """A tracking server as a team runs one: its own process, SQLite store, served artifacts."""
     root = tmp_path_factory.mktemp("mlflow-server")
     port = free_port()
-    mlflow_cli = Path(sys.executable).parent / "mlflow"
-    server = subprocess.Popen(
-        [
-            str(mlflow_cli),
-            "server",
-            "--backend-store-uri",
-            f"sqlite:///{root / 'mlflow.db'}",
-            "--artifacts-destination",
-            str(root / "artifacts"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-        ],
-        stdout=open(root / "server.log", "w"),
-        stderr=subprocess.STDOUT,
-    )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                if answer.status == 200:
-                    break
-        except OSError:
-            pass
-        if server.poll() is not None or time.time() > deadline:
-            server.kill()
-            pytest.fail(
-                f"mlflow server did not start:\n{(root / 'server.log').read_text()[-3000:]}"
-            )
-        time.sleep(0.5)
-    yield url
-    server.terminate()
-    server.wait(timeout=30)
+    command = [
+        str(MLFLOW_CLI),
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{root / 'mlflow.db'}",
+        "--artifacts-destination",
+        str(root / "artifacts"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+    with serving(command, f"{url}/health", root / "server.log"):
+        yield url
 
 
 def small_run(tmp_path, *overrides, cwd=None, flags=()):
@@ -138,6 +163,33 @@ def test_a_run_logs_params_epochs_artifacts_and_a_pyfunc_model(tmp_path, mlflow_
     assert list(theirs.columns) == list(ours.columns)
     assert (theirs["label_prediction"] == ours["label_prediction"]).all()
     np.testing.assert_allclose(theirs["label_probability"], ours["label_probability"], atol=1e-6)
+    # `mlflow models serve` answers the same over HTTP, and a bad request with a 400.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [str(MLFLOW_CLI), "models", "serve", "-m", local, "--env-manager", "local"]
+    command += ["-h", "127.0.0.1", "-p", str(port)]
+    with serving(command, f"{url}/ping", tmp_path / "models-serve.log"):
+        body = {"dataframe_split": json.loads(frame.to_json(orient="split", index=False))}
+        served = pd.DataFrame(post_json(f"{url}/invocations", body)[1]["predictions"])
+        assert [str(v) for v in served["label_prediction"]] == [
+            str(v) for v in ours["label_prediction"]
+        ]
+        np.testing.assert_allclose(
+            served["label_probability"], ours["label_probability"], atol=1e-6
+        )
+        assert post_json(f"{url}/invocations", {"rows": []})[0] == 400
+        assert post_json(f"{url}/invocations", body)[0] == 200  # and it goes on serving
+
+
+def post_json(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
 
 
 def test_a_three_trial_sweep_is_a_parent_with_three_children(tmp_path, mlflow_server):
