@@ -97,17 +97,12 @@ def _runs_haproxy(pid: int) -> bool:
 def _measure(model_dir: Path, replicas: int, singles: int, batches: int, ingress: str) -> dict:
     import requests
 
+    from bench.probe import until_ready
+
     started = time.perf_counter()
     with served(model_dir, replicas, f"serve-{replicas}-{ingress}", ingress) as (process, url):
-        while True:
-            try:
-                if requests.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if process.poll() is not None or time.perf_counter() - started > 300:
-                raise RuntimeError("command=serve did not become healthy")
-            time.sleep(0.1)
+        if not until_ready(process, f"{url}/health", 300, every=0.1):
+            raise RuntimeError("command=serve did not become healthy")
         healthy = time.perf_counter() - started
         # What answers: without an HAProxy binary, haproxy falls back to Serve's proxy.
         answering = "haproxy" if _runs_haproxy(process.pid) else "proxy"

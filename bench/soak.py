@@ -194,22 +194,13 @@ class Soak:
 def soak_figures(work, smoke: bool = False) -> dict:
     """The bench's section: command=serve with 2 replicas of half a CPU, two minutes of load
     (3 clients; smoke: 5 s), then 30 s of load with a replica SIGKILLed 5 s in."""
-    import requests
 
+    from bench.probe import replicas_running, until_ready
     from bench.serving import _rows, _train, served
 
     with served(_train(work), 2, "soak") as (process, url):
-        deadline = time.time() + 300
-        while True:
-            try:
-                replicas = requests.get(f"{url}/health", timeout=2).json().get("replicas")
-                if replicas == {"RUNNING": 2}:
-                    break
-            except (requests.RequestException, ValueError):
-                pass
-            if process.poll() is not None or time.time() > deadline:
-                raise RuntimeError("command=serve did not become healthy")
-            time.sleep(0.5)
+        if not until_ready(process, f"{url}/health", 300, replicas_running(2)):
+            raise RuntimeError("command=serve did not become healthy")
         rows = _rows(2000)
         load = Soak(url, rows, clients=3).run(seconds=5 if smoke else 120)
         kill = Soak(url, rows, clients=3).run(

@@ -25,6 +25,7 @@ os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
+sys.path.insert(0, str(ROOT))  # bench/ (its load generator, its probe) is the tests' too
 register_configs()
 
 # Tiny, fast training settings for tests that do not measure quality.
@@ -129,6 +130,23 @@ def start_test_ray():
 
 def free_port() -> int:
     return free_ports(1)[0]  # free_ports (runner.ports) when two or more are needed at once
+
+
+def wait_until_serving(process, url: str, seconds: float = 120, ready=None, log=None) -> None:
+    """Return once GET `url` is ready (200, or as `ready` says); when `process` ends first or
+    `seconds` pass, kill it and fail the test with its output (piped, or the file `log`)."""
+    from bench.probe import answers_200, until_ready
+
+    if until_ready(process, url, seconds, ready or answers_200):
+        return
+    process.kill()
+    try:
+        output = process.communicate(timeout=30)[0] or ""
+    except subprocess.TimeoutExpired:  # a child kept the pipe open
+        output = ""
+    if log is not None:
+        output = Path(log).read_text()
+    pytest.fail(f"{url} was not ready within {seconds}s (exit {process.poll()}):\n{output[-3000:]}")
 
 
 def houses(rows: int = 600, seed: int = 0) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from helpers import ROOT, free_port, free_ports, run_cli
+from helpers import ROOT, free_port, free_ports, run_cli, wait_until_serving
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 BIN = Path(sys.executable).parent
@@ -273,7 +273,6 @@ def test_serve_on_an_attached_cluster_takes_the_clusters_ingress(head, tmp_path)
     run leaves the ingress and the port to the cluster, says so, and serves through Serve's
     proxy there; SIGTERM shuts Serve down and the cluster goes on."""
     import signal
-    import time
 
     import psutil
 
@@ -308,15 +307,7 @@ def test_serve_on_an_attached_cluster_takes_the_clusters_ingress(head, tmp_path)
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                if requests.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert process.poll() is None and time.time() < deadline, process.stdout.read()
-            time.sleep(0.5)
+        wait_until_serving(process, f"{url}/health")
         row = {"x1": 1.0, "x2": 2.0, "x3": 0.5, "x4": None, "color": "red", "city": "a"}
         answer = requests.post(f"{url}/predict", json=[{**row, "flag": True}], timeout=30)
         assert answer.status_code == 200 and "label_probability" in answer.json()[0]

@@ -14,7 +14,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import requests
-from helpers import MIXED_MODEL, ROOT, error_lines, free_port, mixed_table, run_cli, run_experiment
+from helpers import (
+    MIXED_MODEL,
+    ROOT,
+    error_lines,
+    free_port,
+    mixed_table,
+    run_cli,
+    run_experiment,
+    wait_until_serving,
+)
 
 from runner import Predictor
 from runner.config import ServeConfig
@@ -322,15 +331,7 @@ def test_serve_command_runs_until_sigterm(model, tmp_path, ingress):
     url = f"http://127.0.0.1:{port}"
     haproxies = []
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if requests.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:  # not listening yet, or not ready to answer
-                pass
-            assert process.poll() is None, process.stdout.read()
-            time.sleep(0.5)
+        wait_until_serving(process, f"{url}/health")
         answer = requests.post(f"{url}/predict", json=rows_of(model), timeout=30)
         assert answer.status_code == 200, answer.text
         assert_same_predictions(

@@ -11,9 +11,9 @@ import time
 
 import pytest
 import requests
-from helpers import ROOT, free_port, run_experiment
+from helpers import ROOT, free_port, run_experiment, wait_until_serving
 
-sys.path.insert(0, str(ROOT))  # the bench's load generator is the tests' too
+from bench.probe import replicas_running  # noqa: E402  (helpers put bench/ on the path)
 from bench.soak import Soak, replica_pids  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -50,18 +50,7 @@ def served(tmp_path_factory):
         env={**os.environ, "RAY_ADDRESS": ""},
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
-    while True:
-        try:
-            health = requests.get(f"{url}/health", timeout=2).json()
-            if health.get("replicas") == {"RUNNING": 2}:
-                break
-        except (requests.RequestException, ValueError):
-            pass
-        if process.poll() is not None or time.time() > deadline:
-            process.kill()
-            pytest.fail(f"the server did not come up:\n{process.communicate()[0][-3000:]}")
-        time.sleep(0.5)
+    wait_until_serving(process, f"{url}/health", 180, replicas_running(2))
     from runner.processing.synthetic import make_synthetic
 
     rows = make_synthetic(2000, 3).drop(columns=["label"])

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -18,7 +17,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import free_port, mlflow_sweep_runs, run_cli
+from helpers import free_port, mlflow_sweep_runs, run_cli, wait_until_serving
 from mlflow.tracking import MlflowClient
 
 from runner.processing.synthetic import make_synthetic
@@ -46,17 +45,7 @@ def serving(command: list[str], ready_url: str, log: Path):
         start_new_session=True,
     )
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(ready_url, timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.time() > deadline:
-                pytest.fail(f"{' '.join(command[1:3])} did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.5)
+        wait_until_serving(server, ready_url, log=log)
         yield
     finally:
         with contextlib.suppress(ProcessLookupError):
