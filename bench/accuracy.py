@@ -45,6 +45,7 @@ VARIANTS = {
     "ema": ["trainer.ema_epochs=1"],
     "ema0.25": ["trainer.ema_epochs=0.25"],
     "cosine": ["trainer.schedule=cosine"],
+    "fp32": ["trainer.precision=32"],  # full-precision steps, where auto picks bf16
     "single": ["model.ensemble_size=1"],  # no ensemble, whatever the table's size
     "ens4": ["model.ensemble_size=4"],
     "ens8": ["model.ensemble_size=8"],

@@ -297,6 +297,7 @@ def _training_report(result, pre: Preprocessed) -> dict:
         "steady_train_samples_per_second": _steady_rate(result.history),
         "epoch_loop_seconds": result.train_seconds,
         "world_size": result.world_size,
+        "precision": result.precision,
         "preprocessing_seconds": pre.seconds,
         "cache_hit": pre.cache_hit,
         "cache_entry": pre.entry.url,

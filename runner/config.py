@@ -34,7 +34,7 @@ EXPORT_FORMATS = ("torchscript",)
 STRATEGIES = ("auto", "local", "horovod", "ddp")
 PLACEMENTS = ("spread", "pack")
 OPTIMIZERS = ("adamw", "adam", "sgd")
-PRECISIONS = ("32", "bf16", "fp16")
+PRECISIONS = ("auto", "32", "bf16", "fp16")
 SCHEDULES = ("constant", "cosine")
 LR_SCALING = ("linear", "sqrt", "none")
 COMPRESSIONS = ("none", "fp16")
@@ -393,7 +393,10 @@ class TrainerConfig:
         None  # torch threads per worker; null = cores / workers on the machine
     )
     progress_bar: bool = True
-    precision: str = "32"  # 32 | bf16 | fp16 (autocast; fp16 with a gradient scaler on CUDA)
+    # Training steps' autocast: 32 | bf16 | fp16 (fp16 with a gradient scaler on CUDA) | auto
+    # (bf16 on a CPU that multiplies bf16 natively, else 32; runner/training/step.py). Validation,
+    # test and predictions run in full precision, as the saved model answers.
+    precision: str = "auto"
     # With N workers the global batch is N x batch_size: scale the rate linearly
     # (or by sqrt, or not), reached through a linear warm-up of warmup_epochs.
     learning_rate_scaling: str = "linear"

@@ -231,7 +231,7 @@ BAD_INPUTS = {
     ),
     "unknown precision": (
         ["dataset.path={d}/good.csv", "trainer.precision=fp8"],
-        "trainer.precision=fp8 is unknown; use one of: 32, bf16, fp16",
+        "trainer.precision=fp8 is unknown; use one of: auto, 32, bf16, fp16",
     ),
     "unknown serve ingress": (
         ["dataset.path={d}/good.csv", "serve.ingress=nginx"],

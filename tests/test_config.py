@@ -108,7 +108,7 @@ def test_unknown_keys_are_errors_naming_the_closest(override, message):
             "trainer.optimizer=lion",
             "trainer.optimizer=lion is unknown; use one of: adamw, adam, sgd",
         ),
-        ("trainer.precision=8", "trainer.precision=8 is unknown; use one of: 32, bf16, fp16"),
+        ("trainer.precision=8", "trainer.precision=8 is unknown; use one of: auto, 32, bf16, fp16"),
         (
             "trainer.placement=diagonal",
             "trainer.placement=diagonal is unknown; use one of: spread, pack",

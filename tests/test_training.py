@@ -518,3 +518,57 @@ def test_a_model_no_better_than_the_mean_is_named_in_the_summary(tmp_path, cache
     check = json.loads((tmp_path / "run" / "metrics.json").read_text())["baseline_check"]
     assert check["y"]["better"] is False and check["y"]["metric"] == "y/r2"
     assert check["y"]["value"] < check["y"]["baseline"] + BASELINE_MARGIN
+
+
+def _cpu_flags() -> set[str]:
+    """The kernel's word on this CPU (independent of torch's own probe)."""
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def test_auto_precision_is_bf16_steps_on_a_native_bf16_cpu_and_scoring_stays_full(
+    tmp_path, cache_dir, caplog
+):
+    """trainer.precision=auto (the default) picks bf16 steps exactly where the CPU has bf16 in
+    hardware, says so and records it; validation scores in full precision whatever the steps'
+    precision, so the best epoch is picked on what the saved model answers."""
+    import logging
+
+    import torch
+    from torch import nn
+
+    from runner.training.step import Step, training_precision
+
+    native = bool(_cpu_flags() & {"avx512_bf16", "amx_bf16"})
+    expected = "bf16" if native else "32"
+    with caplog.at_level(logging.INFO, logger="runner.training.loop"):
+        metrics = run_experiment(tmp_path / "run", cache_dir, *FAST)
+    assert f"trainer.precision=auto picked {expected}" in caplog.text
+    assert history(tmp_path / "run")["training"]["precision"] == expected
+    assert metrics["test"]["label/roc_auc"] > 0.8
+    assert training_precision("auto", torch.device("cuda")) == ("32", "full precision on cuda")
+    assert training_precision("fp16", torch.device("cpu"))[0] == "fp16"  # as the user set it
+
+    class Net(nn.Module):  # the runner's models take and give dicts of tensors
+        def __init__(self):
+            super().__init__()
+            self.mlp = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
+
+        def forward(self, inputs):
+            return {"out": self.mlp(inputs["x"])}
+
+    class Chunk:  # an evaluation chunk as the loader yields one
+        inputs = {"x": torch.randn(32, 64)}
+
+    torch.manual_seed(0)
+    model = Net()
+    step = Step(model, None, None, torch.device("cpu"), "bf16")
+    with torch.inference_mode():
+        full = model(Chunk.inputs)["out"]
+        with step.autocast():
+            steps = model(Chunk.inputs)["out"]
+        evaluated = next(step.evaluation().chunks([Chunk()]))[1]["out"]
+    assert not torch.equal(steps.float(), full)  # the steps' autocast is really bf16
+    assert torch.equal(evaluated, full)  # and validation is not

@@ -69,6 +69,7 @@ class TrainingResult:
     step_seconds: float = 0.0  # training steps alone (what a bare loop would spend)
     samples_seen: int = 0  # by all workers
     world_size: int = 1
+    precision: str = "32"  # the training steps' (trainer.precision, auto made concrete)
     # The mean/majority baseline's metrics on the validation split (constant predictions).
     validation_baseline: dict = field(default_factory=dict)
     model: nn.Module | None = None  # best weights, unwrapped

@@ -26,7 +26,7 @@ from runner.training.early_stopping import EarlyStopping
 from runner.training.job import TrainingJob, TrainingResult
 from runner.training.optimization import make_optimizer, scaled_learning_rate
 from runner.training.reporting import report_epoch
-from runner.training.step import Step
+from runner.training.step import Step, training_precision
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -107,6 +107,10 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
     if average is not None and resume is not None and state.get("average") is not None:
         average.load(state["average"])
 
+    precision, why = training_precision(str(settings.precision), device)
+    result.precision = precision
+    if settings.precision == "auto" and strategy.is_main:
+        log.info("trainer.precision=auto picked %s: %s", precision, why)
     ctx = _Epochs(
         job=job,
         strategy=strategy,
@@ -114,7 +118,7 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
         decoders=decoders,
         model=model,
         optimizer=optimizer,
-        step=Step(model, optimizer, layout, device, str(settings.precision), average),
+        step=Step(model, optimizer, layout, device, precision, average),
         monitor=monitor,
         result=result,
         epoch=start_epoch,

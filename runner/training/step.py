@@ -11,6 +11,26 @@ from runner.training.averaging import WeightAverage
 from runner.training.optimization import output_loss
 
 
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX): there autocast to
+    bf16 speeds a step up; elsewhere it is emulated, and slower than float32."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's own probes
+    return any(getattr(torch.cpu, check, lambda: False)() for check in checks)
+
+
+def training_precision(precision: str, device: torch.device) -> tuple[str, str]:
+    """trainer.precision made concrete for `device`, with the reason: `auto` is bf16 on a CPU
+    with native bf16 (the 1M-row default trains 1.2x faster, accuracy unchanged: docs/accuracy.md),
+    else 32 (on CUDA, bf16 and fp16 are the user's call)."""
+    if precision != "auto":
+        return precision, f"trainer.precision={precision}"
+    if device.type == "cpu" and native_bf16():
+        return "bf16", "this CPU multiplies bf16 natively"
+    if device.type == "cpu":
+        return "32", "this CPU has no native bf16 (AVX512-BF16 or AMX)"
+    return "32", f"full precision on {device.type}"
+
+
 class Step(Inference):
     def __init__(
         self,
@@ -45,7 +65,8 @@ class Step(Inference):
         return {k: v.detach().float().cpu() for k, v in logits.items()}
 
     def evaluation(self) -> Inference:
-        """What validation scores: the weight average when there is one, else the model."""
-        if self.average is None:
-            return self
-        return Inference(self.average.module, self.device, self.autocast_dtype)
+        """What validation scores: the weight average when there is one, else the model, in
+        full precision (the precision is the steps'): the best epoch is then chosen on what
+        the saved model will answer."""
+        module = self.model if self.average is None else self.average.module
+        return Inference(module, self.device)
