@@ -46,6 +46,8 @@ VARIANTS = {
     "ema0.25": ["trainer.ema_epochs=0.25"],
     "cosine": ["trainer.schedule=cosine"],
     "fp32": ["trainer.precision=32"],  # full-precision steps, where auto picks bf16
+    # One network in full-precision steps: the default before the ensemble and bf16 steps.
+    "single_fp32": ["model.ensemble_size=1", "trainer.precision=32"],
     "single": ["model.ensemble_size=1"],  # no ensemble, whatever the table's size
     "ens4": ["model.ensemble_size=4"],
     "ens8": ["model.ensemble_size=8"],
