@@ -1,9 +1,10 @@
 """What two cores give two independent training processes at this moment: the ceiling for
 2-worker scaling. A bare PyTorch loop (3 x 512 MLP, one thread, one fixed in-memory batch)
 prints its samples/s; the bench runs it alone, then twice at once, and compares the sums.
-Not a product feature.
+PRECISION (32 or bf16) is the autocast of its steps: the one the trainers' steps run in
+(trainer.precision=auto), so that the ceiling is of the same arithmetic. Not a product feature.
 
-usage: python bench/parallel_ceiling.py BATCH STEPS
+usage: python bench/parallel_ceiling.py BATCH STEPS [PRECISION]
 """
 
 import sys
@@ -14,6 +15,7 @@ import torch
 
 def main() -> None:
     batch, steps = int(sys.argv[1]), int(sys.argv[2])
+    bf16 = sys.argv[3:4] == ["bf16"]
     torch.set_num_threads(1)
     torch.manual_seed(0)
     width, inputs = 512, 40
@@ -26,7 +28,9 @@ def main() -> None:
 
     def step() -> None:
         optimizer.zero_grad()
-        torch.nn.functional.binary_cross_entropy_with_logits(model(x), y).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(x)
+        torch.nn.functional.binary_cross_entropy_with_logits(logits.float(), y).backward()
         optimizer.step()
 
     for _ in range(3):

@@ -365,17 +365,29 @@ class Suite:
 
     def parallel_ceiling(self, batch: int, suffix: str = "") -> dict:
         """Two bare training loops at once vs one (no communication): what the machine gives
-        two workers right now. Measured before and after the strategies, as the machines are shared."""
+        two workers right now, in the precision the trainers' steps take here. Measured before
+        and after the strategies, as the machines are shared."""
+        import torch
+
+        from runner.training.step import training_precision
+
+        precision, _ = training_precision("auto", torch.device("cpu"))
         script = [
             sys.executable,
             str(ROOT / "bench" / "parallel_ceiling.py"),
             str(batch),
             str(self.ceiling_steps),
+            precision,
         ]
         one = float(subprocess.run(script, capture_output=True, text=True, check=True).stdout)
         pair = [subprocess.Popen(script, stdout=subprocess.PIPE, text=True) for _ in range(2)]
         two = sum(float(p.communicate()[0]) for p in pair)
-        return {f"bare_1{suffix}": one, f"bare_2{suffix}": two, f"ceiling{suffix}": two / one}
+        return {
+            f"bare_1{suffix}": one,
+            f"bare_2{suffix}": two,
+            f"ceiling{suffix}": two / one,
+            "ceiling_precision": precision,
+        }
 
     # -- out of core (issue 3) -----------------------------------------------------------------
     # -- the distributed path's overhead (issue 16) ----------------------------------------
