@@ -194,7 +194,6 @@ class Soak:
 def soak_figures(work, smoke: bool = False) -> dict:
     """The bench's section: command=serve with 2 replicas of half a CPU, two minutes of load
     (3 clients; smoke: 5 s), then 30 s of load with a replica SIGKILLed 5 s in."""
-
     from bench.probe import replicas_running, until_ready
     from bench.serving import _rows, _train, served
 

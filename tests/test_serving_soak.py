@@ -13,8 +13,8 @@ import pytest
 import requests
 from helpers import ROOT, free_port, run_experiment, wait_until_serving
 
-from bench.probe import replicas_running  # noqa: E402  (helpers put bench/ on the path)
-from bench.soak import Soak, replica_pids  # noqa: E402
+from bench.probe import replicas_running  # helpers put bench/ on the path
+from bench.soak import Soak, replica_pids
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
