@@ -24,6 +24,7 @@ log = logging.getLogger("runner")
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
     """Runs cfg.command; returns the sweep objective, which optimizing sweepers read."""
+    import os
     import time
     from pathlib import Path
 
@@ -40,7 +41,11 @@ def main(cfg: DictConfig) -> float | None:
         redact_hydra_dir(run_dir / hydra_cfg.output_subdir)
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
     started = time.perf_counter()
-    record = {"objective": cfg.sweep.objective, "overrides": list(hydra_cfg.overrides.task)}
+    record = {
+        "objective": cfg.sweep.objective,
+        "overrides": list(hydra_cfg.overrides.task),
+        "pid": os.getpid(),  # the process that ran the trial (the Ray launcher reuses them)
+    }
     try:
         metrics = run_command(cfg, run_dir)
         # The objective is a sweep's business: a single evaluate or predict has no validation split.

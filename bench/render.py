@@ -473,6 +473,13 @@ TABLE: tuple[Each | Callable[[dict], Iterable[Cells]], ...] = (
                 unit="s",
                 when="ray_attached_seconds",
             ),
+            Row(
+                "the same, a fresh worker per trial (`max_calls=1`) vs basic launcher (wall)",
+                "ray_attached_fresh_seconds",
+                "basic_seconds",
+                unit="s",
+                when="ray_attached_fresh_seconds",
+            ),
         ),
     ),
     Each("tune", (tune_row,)),

@@ -58,9 +58,12 @@ def sweep_figures(work: Path, smoke: bool = False) -> dict:
         epochs,
     )
     with warm_ray() as address:  # the same sweep attached to a `ray start` Ray
-        attached = _sweep(
-            [*on_ray, f"hydra.launcher.ray.init.address={address}"],
-            work / "sweeps" / "ray-attached",
+        attach = [*on_ray, f"hydra.launcher.ray.init.address={address}"]
+        attached = _sweep(attach, work / "sweeps" / "ray-attached", cache, rows, epochs)
+        # Before session 23's default: each trial in a fresh worker that imports everything.
+        fresh = _sweep(
+            [*attach, "hydra.launcher.ray.remote.max_calls=1"],
+            work / "sweeps" / "ray-attached-fresh",
             cache,
             rows,
             epochs,
@@ -73,4 +76,5 @@ def sweep_figures(work: Path, smoke: bool = False) -> dict:
         "ray_seconds": ray,
         "speedup": basic / ray,
         "ray_attached_seconds": attached,
+        "ray_attached_fresh_seconds": fresh,
     }

@@ -82,6 +82,7 @@ def test_every_figure_is_produced(tmp_path):
     assert figures["out of core"]["4k"]["peak_memory_mb"] > 0
     assert figures["sweeps"]["3 trials"]["ray_seconds"] > 0
     assert figures["sweeps"]["3 trials"]["ray_attached_seconds"] > 0
+    assert figures["sweeps"]["3 trials"]["ray_attached_fresh_seconds"] > 0
     tune = figures["tune"]["2 trials"]
     assert tune["asha"]["seconds"] > 0 and tune["none"]["epochs_trained"] == 4
     for replicas in (f"{n} replica(s){i}" for n in (1, 2) for i in ("", ", proxy")):

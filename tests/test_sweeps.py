@@ -81,6 +81,36 @@ def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
         assert len(list((sweep_dir / str(trial) / "workers").glob("rank-*.json"))) == 2
 
 
+@pytest.mark.distributed
+def test_ray_launcher_trials_share_a_warm_worker_and_leave_nothing_behind(tmp_path):
+    """max_calls: 0 runs trial after trial in one Ray worker (the imports once); three equal
+    trials (one cache miss, two hits) in the same process give the same model to the last bit."""
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli(
+        "--multirun",
+        "hydra/launcher=ray",
+        "hydra.launcher.ray.init.num_cpus=2",
+        "sweep.max_concurrent=1",
+        "trainer.num_threads=1",
+        "trainer.epochs=2",
+        "trainer.progress_bar=false",
+        "dataset.synthetic_rows=2000",
+        "trainer.learning_rate=0.003,0.0030,3e-3",  # one value, three trials
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep_dir}",
+        timeout=600,
+        env={"RAY_ADDRESS": ""},
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    records = [json.loads((sweep_dir / str(t) / "trial.json").read_text()) for t in range(3)]
+    assert len({r["pid"] for r in records}) == 1  # one warm worker ran all three
+    logs = trial_logs(sweep_dir)
+    assert sum("cache miss" in log for log in logs) == 1
+    metrics = [json.loads((sweep_dir / str(t) / "metrics.json").read_text()) for t in range(3)]
+    assert metrics[0]["validation"] == metrics[1]["validation"] == metrics[2]["validation"]
+    assert metrics[0]["test"] == metrics[2]["test"]
+
+
 def test_failed_trial_is_reported_and_others_kept(tmp_path):
     result, sweep_dir = local_sweep(tmp_path, "trainer.optimizer=adamw,rmsprop,sgd")
     assert result.returncode != 0  # Hydra reports the failed trial after the sweep
