@@ -142,6 +142,8 @@ class ModelConfig:
     num_layers: int = 2
     dropout: float = 0.0
     embedding_size: int = 16
+    # Category inputs' embedding width; null: model.embedding_size (texts and sets keep that).
+    category_embedding_size: int | None = None
     token_size: int = 32  # transformer: the width of every feature's token
     num_heads: int = 4  # transformer: attention heads (token_size must divide by it)
     # auto (piecewise, except with the transformer, which makes its own token of each number) |
@@ -200,6 +202,12 @@ class ModelConfig:
             self.embedding_size >= 1, "model.embedding_size", "at least 1", self.embedding_size
         )
         _require(
+            self.category_embedding_size is None or self.category_embedding_size >= 1,
+            "model.category_embedding_size",
+            "at least 1, or null (model.embedding_size)",
+            self.category_embedding_size,
+        )
+        _require(
             self.ensemble_size is None or self.ensemble_size >= 1,
             "model.ensemble_size",
             "at least 1, or null (auto)",
@@ -237,10 +245,13 @@ class ModelConfig:
             return "none" if self.combiner == "transformer" else "piecewise"
         return self.number_encoder
 
-    def embedding_of(self, name: str) -> int:
+    def embedding_of(self, name: str, category: bool = False) -> int:
+        """The embedding width of input `name`: its own embedding_size, else the model's."""
         for feature in self.input_features or ():
             if feature.name == name and feature.embedding_size:
                 return int(feature.embedding_size)
+        if category and self.category_embedding_size is not None:
+            return self.category_embedding_size
         return self.embedding_size
 
 

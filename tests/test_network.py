@@ -105,3 +105,43 @@ def test_the_ensemble_is_on_by_itself_for_small_tables_only():
     assert ModelConfig(ensemble_max_rows=10).ensemble_members(100)[0] == 1
     small = build_model(Layout(**{**_layout().__dict__, "train_rows": 500}), ModelConfig())
     assert small.members == 4
+
+
+def test_category_embeddings_take_their_own_width_and_a_feature_its_own():
+    from runner.config import FeatureConfig
+
+    texts_and_categories = ModelConfig(embedding_size=16, category_embedding_size=4)
+    assert texts_and_categories.embedding_of("color", category=True) == 4
+    assert texts_and_categories.embedding_of("title") == 16  # texts keep model.embedding_size
+    assert ModelConfig(embedding_size=12).embedding_of("color", category=True) == 12  # null: same
+    one = ModelConfig(
+        category_embedding_size=4,
+        input_features=[FeatureConfig(name="color", type="category", embedding_size=6)],
+    )
+    assert one.embedding_of("color", category=True) == 6  # the feature's own wins
+    with pytest.raises(UserError, match="model.category_embedding_size=0 is out of range"):
+        ModelConfig(category_embedding_size=0)
+
+
+def test_the_layout_gives_categories_their_width_and_texts_the_model_s():
+    meta = {
+        "input_features": ["color", "title"],
+        "output_features": ["yes"],
+        "features": {
+            "color": {"type": "category", "stats": {"vocab": ["red", "blue"]}},
+            "title": {"type": "text", "stats": {"vocab": ["a", "b"], "vocab_counts": [3, 2]}},
+            "yes": {"type": "binary", "stats": {"labels": ["n", "y"]}},
+        },
+    }
+    layout = Layout.from_meta(meta, ModelConfig(embedding_size=16, category_embedding_size=4))
+    assert layout.categories == [("color", 3, 4)]
+    assert [dim for *_, dim in layout.texts] == [16]
+
+
+def test_category_embeddings_start_small():
+    """Uniform in +-1/sqrt(dim) (about one number input's norm), not torch's N(0, 1)."""
+    model = build_model(_layout(), ModelConfig(hidden_size=8))
+    weight = model.embeddings[0].weight  # "color": 5 values, width 4
+    assert weight.shape == (5, 4)
+    assert weight.abs().max() <= 4**-0.5
+    assert weight.std() > 0.1  # drawn, not zeros

@@ -57,7 +57,7 @@ class Layout:
         counts: dict[str, list[int] | None] = {}
         for name in meta["input_features"]:
             info = meta["features"][name]
-            embedding = model.embedding_of(name)
+            embedding = model.embedding_of(name, category=info["type"] == "category")
             if info["type"] in ("number", "binary"):
                 numeric.append(name)
                 edges.append(list(info["stats"].get("bin_edges", [])))

@@ -267,6 +267,20 @@ class TransformerCombiner(nn.Module):
         return self.out(self.encoder(sequence)[:, 0])
 
 
+def _category_embedding(size: int, dim: int) -> nn.Embedding:
+    """A category's embedding, started as the reference implementation of Gorishniy et al.
+    starts it: uniform in +-1/sqrt(dim), so a category starts with the norm of about one
+    number input instead of sqrt(dim) of them (torch's N(0, 1)), and the category columns do
+    not drown the numbers at the MLP's input. Measured (docs/accuracy.md, session 23): best
+    validation rank of five settings over the 9 suite tables that have categories; adult
+    +0.003 ROC AUC, within one SE of gradient boosting."""
+    # torch draws N(0, 1), then it is redrawn: the measured runs drew both, and so does this.
+    embedding = nn.Embedding(size, dim)
+    bound = dim**-0.5
+    nn.init.uniform_(embedding.weight, -bound, bound)
+    return embedding
+
+
 class TabularModel(nn.Module):
     """Encoders per input group -> combiner -> one head per output. The concat combiner's
     MLP keeps its place (`mlp`) so models saved before the other combiners still load."""
@@ -275,7 +289,7 @@ class TabularModel(nn.Module):
         super().__init__()
         self.layout = layout
         self.embeddings = nn.ModuleList(
-            nn.Embedding(size, dim) for _, size, dim in layout.categories
+            _category_embedding(size, dim) for _, size, dim in layout.categories
         )
         self.texts = nn.ModuleDict(
             {
