@@ -41,7 +41,6 @@ VARIANTS = {
     "bins16": ["model.bin_features=16"],  # each column's bins through a linear layer to 16
     "cat4": ["model.category_embedding_size=4"],
     "cat8": ["model.category_embedding_size=8"],
-    "cat16": ["model.category_embedding_size=16"],
     "lr0.001": ["trainer.learning_rate=0.001"],
     "wd0.1": ["trainer.weight_decay=0.1"],
     "wd1": ["trainer.weight_decay=1.0"],
