@@ -252,12 +252,23 @@ def _best_metrics(result) -> dict[str, dict]:
     return {"train": best["train"], "validation": best["validation"]}
 
 
-def _baseline_check(result, layout, metrics: dict) -> dict:
+def _baseline_check(run: Run, result, layout, metrics: dict) -> dict:
     """The best validation score of each output against the mean/majority baseline's on the
-    same rows; logged as a warning for each output that does not beat it."""
+    same rows; logged as a warning, with what to change, for each output that does not beat it."""
     from runner.scoring.decoding import baseline_check
+    from runner.training.advice import training_advice
 
     check = baseline_check(layout, metrics.get("validation", {}), result.validation_baseline)
+    if any(not c["better"] for c in check.values()):
+        advice = training_advice(
+            result.history,
+            result.best_epoch,
+            bool(result.stopped_early),
+            run.settings.trainer.early_stopping.patience,
+        )
+        for c in check.values():
+            if not c["better"]:
+                c["advice"] = advice
     for line in _baseline_warnings(check):
         log.warning("%s", line)
     return check
@@ -270,9 +281,8 @@ def _baseline_warnings(check: dict) -> list[str]:
     return [
         f"{c['metric']} on validation ({c['value']:.4f}) is no better than the baseline's "
         f"({c['baseline']:.4f}: always the training mean or majority class; a model must lead "
-        f"it by {BASELINE_MARGIN}); the model learned "
-        "nothing usable from these inputs: check the features and their types, or lower "
-        "trainer.learning_rate"
+        f"it by {BASELINE_MARGIN}); "
+        + c.get("advice", "check the features and their types, and the learning rate")
         for c in check.values()
         if not c["better"]
     ]
@@ -309,7 +319,7 @@ def command_train(run: Run, figures, tracker=None) -> dict:
     if not run.backend.is_main:
         return {}
     metrics = _best_metrics(result)
-    check = _baseline_check(result, layout, metrics)
+    check = _baseline_check(run, result, layout, metrics)
     report = {"training": _training_report(result, pre), "baseline_check": check}
     _finish(run, metrics, report, figures, tracker)
     return metrics
@@ -319,7 +329,7 @@ def command_experiment(run: Run, figures, tracker=None) -> dict:
     pre, (result, layout) = _preprocess_and_train(run, figures, tracker)
     # By split; the test split's may be None (no rows scored).
     metrics: dict[str, dict | None] = dict(_best_metrics(result)) if run.backend.is_main else {}
-    check = _baseline_check(result, layout, metrics) if run.backend.is_main else {}
+    check = _baseline_check(run, result, layout, metrics) if run.backend.is_main else {}
     if pre.meta["rows"]["test"]:
         from runner.scoring.batch import ScoringTask
         from runner.scoring.dispatch import score_split

@@ -515,7 +515,11 @@ def test_a_model_no_better_than_the_mean_is_named_in_the_summary(tmp_path, cache
     out = capsys.readouterr().out
     warning = [line for line in out.splitlines() if line.startswith("warning: y/r2")]
     assert len(warning) == 1 and "no better than the baseline's" in warning[0]
+    # What to change, from the curve: at this rate the loss never moved.
+    assert warning[0].endswith("raise trainer.learning_rate (now 1e-08)"), warning[0]
+    assert "its training loss barely moved" in warning[0]
     check = json.loads((tmp_path / "run" / "metrics.json").read_text())["baseline_check"]
+    assert check["y"]["advice"] in warning[0]
     assert check["y"]["better"] is False and check["y"]["metric"] == "y/r2"
     assert check["y"]["value"] < check["y"]["baseline"] + BASELINE_MARGIN
 

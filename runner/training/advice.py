@@ -1,0 +1,44 @@
+"""What to change when a model does not beat the mean/majority baseline, read off its own
+training curve. A training loss that stalled says the run never got going (too small a rate,
+or early stopping on a plateau before the model left it: raise them); one that fell says the
+model fitted the training rows without that carrying to unseen ones (inputs that do not
+explain the target, or over-fitting: look at the features, or lower the rate). Advising
+"lower the rate" for both, as a fixed hint would, is wrong for the first: a text table trained
+at a third of the default rate sat on its majority-class plateau for five epochs and early
+stopping ended it there (docs/accuracy.md)."""
+
+from __future__ import annotations
+
+# A fall of the training loss smaller than this share counts as a stall.
+STALL = 0.01
+
+
+def training_advice(
+    history: list[dict], best_epoch: int, stopped_early: bool, patience: int
+) -> str:
+    """One clause for the summary's warning, from the epoch records (runner/training/loop.py)."""
+    losses = [h["train"]["loss"] for h in history if "loss" in h.get("train", {})]
+    if not losses:
+        return "check the features and their types, and the learning rate"
+    rate = f"{history[-1]['learning_rate']:g}"
+    last, epochs = losses[-1], len(losses)
+    # Stopped early: did anything happen after the best epoch? Else: over the whole run.
+    start_epoch = best_epoch if stopped_early and 1 <= best_epoch <= epochs else 1
+    start = losses[start_epoch - 1]
+    fall = (start - last) / abs(start) if start else 0.0
+    if fall < STALL and stopped_early:
+        return (
+            f"its training loss stalled after epoch {start_epoch} ({start:.4f} -> {last:.4f} by "
+            f"epoch {epochs}) and early stopping ended it there: raise "
+            f"trainer.early_stopping.patience (now {patience}) or trainer.learning_rate "
+            f"(now {rate})"
+        )
+    if fall < STALL:
+        return (
+            f"its training loss barely moved ({start:.4f} -> {last:.4f} over {epochs} epochs): "
+            f"raise trainer.learning_rate (now {rate})"
+        )
+    return (
+        f"its training loss fell ({start:.4f} -> {last:.4f}) without validation following: "
+        f"check the features and their types, or lower trainer.learning_rate (now {rate})"
+    )
