@@ -42,6 +42,7 @@ VARIANTS = {
     "cat4": ["model.category_embedding_size=4"],
     "cat8": ["model.category_embedding_size=8"],
     "lr0.001": ["trainer.learning_rate=0.001"],
+    "lr0.002": ["trainer.learning_rate=0.002"],
     "wd0.1": ["trainer.weight_decay=0.1"],
     "wd1": ["trainer.weight_decay=1.0"],
     "ema": ["trainer.ema_epochs=1"],
