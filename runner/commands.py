@@ -259,16 +259,16 @@ def _baseline_check(run: Run, result, layout, metrics: dict) -> dict:
     from runner.training.advice import training_advice
 
     check = baseline_check(layout, metrics.get("validation", {}), result.validation_baseline)
-    if any(not c["better"] for c in check.values()):
+    failing = [c for c in check.values() if not c["better"]]
+    if failing:
         advice = training_advice(
             result.history,
             result.best_epoch,
-            bool(result.stopped_early),
+            result.stopped_early,
             run.settings.trainer.early_stopping.patience,
         )
-        for c in check.values():
-            if not c["better"]:
-                c["advice"] = advice
+        for c in failing:
+            c["advice"] = advice
     for line in _baseline_warnings(check):
         log.warning("%s", line)
     return check
@@ -281,8 +281,7 @@ def _baseline_warnings(check: dict) -> list[str]:
     return [
         f"{c['metric']} on validation ({c['value']:.4f}) is no better than the baseline's "
         f"({c['baseline']:.4f}: always the training mean or majority class; a model must lead "
-        f"it by {BASELINE_MARGIN}); "
-        + c.get("advice", "check the features and their types, and the learning rate")
+        f"it by {BASELINE_MARGIN}); {c['advice']}"
         for c in check.values()
         if not c["better"]
     ]

@@ -17,14 +17,17 @@ def training_advice(
     history: list[dict], best_epoch: int, stopped_early: bool, patience: int
 ) -> str:
     """One clause for the summary's warning, from the epoch records (runner/training/loop.py)."""
-    losses = [h["train"]["loss"] for h in history if "loss" in h.get("train", {})]
-    if not losses:
+    records = [h for h in history if "loss" in h.get("train", {})]
+    if not records:
         return "check the features and their types, and the learning rate"
-    rate = f"{history[-1]['learning_rate']:g}"
-    last, epochs = losses[-1], len(losses)
+    rate = f"{records[-1]['learning_rate']:g}"
     # Stopped early: did anything happen after the best epoch? Else: over the whole run.
-    start_epoch = best_epoch if stopped_early and 1 <= best_epoch <= epochs else 1
-    start = losses[start_epoch - 1]
+    # Found by epoch number, as commands._best_metrics finds it, not by position in the list.
+    first = records[0]
+    if stopped_early:
+        first = next((h for h in records if h["epoch"] == best_epoch), first)
+    start, last = first["train"]["loss"], records[-1]["train"]["loss"]
+    start_epoch, epochs = first["epoch"], records[-1]["epoch"]
     fall = (start - last) / abs(start) if start else 0.0
     if fall < STALL and stopped_early:
         return (
@@ -35,8 +38,8 @@ def training_advice(
         )
     if fall < STALL:
         return (
-            f"its training loss barely moved ({start:.4f} -> {last:.4f} over {epochs} epochs): "
-            f"raise trainer.learning_rate (now {rate})"
+            f"its training loss barely moved ({start:.4f} -> {last:.4f} over {len(records)} "
+            f"epochs): raise trainer.learning_rate (now {rate})"
         )
     return (
         f"its training loss fell ({start:.4f} -> {last:.4f}) without validation following: "
