@@ -111,7 +111,7 @@ def mixed_table(rows: int, seed: int = 0) -> pd.DataFrame:
 
 MIXED_MODEL = [
     "model.input_features=[{name:size,type:number},{name:weight,type:number},{name:shape,type:category},"
-    "{name:shiny,type:binary},{name:review,type:text},{name:when,type:date},{name:tags,type:set},"
+    "{name:shiny,type:binary},{name:review,type:text,preprocessing:{components:8}},{name:when,type:date},{name:tags,type:set},"
     "{name:price,type:number,preprocessing:{normalization:quantile}},{name:emb,type:vector}]",
     "model.output_features=[{name:good,type:binary},{name:grade,type:category},{name:value,type:number}]",
 ]

@@ -28,6 +28,11 @@ def fit(feature, values, parts=1):
     return feature.combine(partials)
 
 
+def tokens_of(out, name="t"):
+    """A text transform's token-id lists (its components, when fitted, are beside them)."""
+    return (out[name] if isinstance(out, dict) else out).tolist()
+
+
 def test_number_zscore_fill_mean_and_partition_independence():
     f = build_feature(
         {"name": "x", "type": "number", "preprocessing": {"normalization": "zscore"}}, "input"
@@ -180,7 +185,7 @@ def test_text_word_pairs_by_default():
     stats = fit(f, ["not good at all", "good"])
     assert stats["ngrams"] == 2
     out, _ = f.transform(pd.Series(["not good at all", "good", ""]), stats, np.arange(3))
-    first, second, third = out.tolist()
+    first, second, third = tokens_of(out)
     assert len(first) == 3 + 2  # "not", "good", "at"; "not good", "good at"
     assert first[1] == second[0]  # the word "good" has one id in every row
     assert len(set(first)) == 5 and third == [1]  # an empty text is the unknown token
@@ -190,7 +195,7 @@ def test_text_word_pairs_by_default():
     alone, _ = unigrams.transform(
         pd.Series(["not good at all"]), fit(unigrams, ["not good at all"]), np.arange(1)
     )
-    assert len(alone.tolist()[0]) == 3
+    assert len(tokens_of(alone)[0]) == 3
     with pytest.raises(UserError, match="text feature 't' has ngrams 3; use 1 or 2"):
         build_feature({"name": "t", "type": "text", "preprocessing": {"ngrams": 3}}, "input")
     with pytest.raises(UserError, match="encoding 'bag'; use vocabulary or hashing"):
@@ -216,12 +221,92 @@ def test_text_vocabulary_min_count_max_size_unknown_and_partitions():
     )
     assert halves == stats
     out, _ = f.transform(pd.Series(["good rare", "unseen words", "", None]), stats, np.arange(4))
-    assert out.tolist() == [[2, 1], [1, 1], [1], [1]]
+    assert tokens_of(out) == [[2, 1], [1, 1], [1], [1]]
     capped = build_feature(
         {"name": "t", "type": "text", "preprocessing": {"min_count": 1, "max_vocab_size": 3}},
         "input",
     )
     assert fit(capped, rows)["vocab"] == ["good", "food", "bad"]
+
+
+def _topic_rows(count: int, seed: int = 0) -> list[str]:
+    """Short texts from two topics that share no word (and some empty ones)."""
+    rng = np.random.default_rng(seed)
+    topics = [["space", "alien", "star", "galaxy", "planet"], ["love", "wedding", "heart", "kiss"]]
+    rows = []
+    for i in range(count):
+        words = topics[i % 2]
+        rows.append(" ".join(rng.choice(words, rng.integers(1, 4))) if i % 7 else "")
+    return rows
+
+
+def test_text_components_fitted_on_the_shared_sample_whatever_the_partitioning():
+    """Beside the ids, a text gets its TF-IDF's leading SVD components, z-scored on the
+    training sample: the same statistics however the rows are partitioned (a basis fitted on
+    the same sample, in the same order), two topics that share no word apart on the first
+    component, and a text of unseen words exactly where an empty or missing one is."""
+    from runner.processing.features import automatic_choices, component_columns
+
+    options = {"ngrams": 1, "components": 64}
+    f = build_feature({"name": "t", "type": "text", "preprocessing": options}, "input")
+    rows = _topic_rows(400)
+    stats = fit(f, rows)
+    assert fit(f, rows, parts=3) == stats
+    fitted = stats["components"]
+    # 9 words, so at most 8 components; the sample is every training row here.
+    assert (fitted["terms"], fitted["rows"], len(fitted["mean"])) == (9, 400, 8)
+    out, keep = f.transform(pd.Series(rows), stats, np.arange(400))
+    assert keep.all() and list(out) == ["t", *component_columns("t", 8)]
+    first = out["t.component0"]
+    assert first.dtype == np.float32
+    assert abs(first.mean()) < 1e-5 and first.std() == pytest.approx(1.0, rel=1e-4)
+    space = np.array(["space" in r or "star" in r for r in rows])
+    love = np.array(["love" in r or "heart" in r for r in rows])
+    # Each topic on one side of the first component: the components carry the text's meaning.
+    assert first[space].max() < first[love].min() or first[love].max() < first[space].min()
+    probes, _ = f.transform(pd.Series(["qwxz vbnm", "", None]), stats, np.arange(3))
+    for column in component_columns("t", 8):
+        assert probes[column][0] == probes[column][1] == probes[column][2]
+    line = "feature 't': 8 TF-IDF components of its 9 most frequent tokens, fitted on 400"
+    meta = {"features": {"t": {"type": "text", "preprocessing": {}, "stats": stats}}}
+    assert any(c.startswith(line) for c in automatic_choices(meta))
+
+
+def test_text_components_auto_by_the_training_rows_with_the_reason_stored():
+    """`auto` (the default): 64 components (at most terms - 1) from 30000 training rows up (fitted
+    on the 20000-row sample), none below; either way the reason is stored and logged."""
+    from runner.processing.features import automatic_choices
+
+    f = build_feature({"name": "t", "type": "text", "preprocessing": {"ngrams": 1}}, "input")
+    small = fit(f, _topic_rows(400))
+    assert "components" not in small
+    assert small["components_reason"].startswith("none: 400 training rows, fewer than the 30000")
+    large = fit(f, _topic_rows(30000), parts=2)
+    assert len(large["components"]["mean"]) == 8  # 9 words
+    assert large["components"]["rows"] == 20000  # the shared sample
+    assert large["components_reason"] == "30000 training rows, at least the 30000 they need"
+    for stats, start in ((small, "TF-IDF components none: 400"), (large, "8 TF-IDF components")):
+        meta = {"features": {"t": {"type": "text", "preprocessing": {}, "stats": stats}}}
+        assert automatic_choices(meta)[-1].startswith(f"feature 't': {start}")
+
+
+def test_text_components_can_be_turned_off_and_need_a_vocabulary():
+    rows = _topic_rows(60)
+    for options in ({"components": 0}, {"encoding": "hashing"}):
+        f = build_feature({"name": "t", "type": "text", "preprocessing": options}, "input")
+        stats = fit(f, rows)
+        assert "components" not in stats
+        out, _ = f.transform(pd.Series(rows[:3]), stats, np.arange(3))
+        assert isinstance(out, pd.Series)  # the token ids alone
+    one_word = build_feature(
+        {"name": "t", "type": "text", "preprocessing": {"components": 4}}, "input"
+    )
+    assert "components" not in fit(one_word, ["same"] * 10)  # one term: nothing to reduce
+    for bad in (-1, "many", 2.5):
+        with pytest.raises(UserError, match="text feature 't' has components .*; use auto, 0"):
+            build_feature(
+                {"name": "t", "type": "text", "preprocessing": {"components": bad}}, "input"
+            )
 
 
 def test_text_vocabulary_counts_and_rare_tokens_dropped_more_often_in_training():

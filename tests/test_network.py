@@ -136,6 +136,12 @@ def test_the_layout_gives_categories_their_width_and_texts_the_model_s():
     layout = Layout.from_meta(meta, ModelConfig(embedding_size=16, category_embedding_size=4))
     assert layout.categories == [("color", 3, 4)]
     assert [dim for *_, dim in layout.texts] == [16]
+    assert layout.numeric == []
+    # A text's fitted components join the numbers, without bins (z-scored already).
+    meta["features"]["title"]["stats"]["components"] = {"mean": [0.0, 0.0], "std": [1.0, 1.0]}
+    layout = Layout.from_meta(meta, ModelConfig())
+    assert layout.numeric == ["title.component0", "title.component1"]
+    assert layout.bin_edges == [[], []]
 
 
 def test_category_embeddings_start_small():

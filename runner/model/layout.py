@@ -13,6 +13,8 @@ from runner.config import ModelConfig
 from runner.processing.features import (
     SetFeature,
     TextFeature,
+    component_columns,
+    components_of,
     date_columns,
     missing_column,
     vector_columns,
@@ -76,6 +78,10 @@ class Layout:
                 categories.append((name, len(info["stats"]["vocab"]) + 1, embedding))
             elif info["type"] == "text":
                 texts.append((name, TextFeature.size(info["stats"]), embedding))
+                # Its TF-IDF components join the numbers (z-scored already; no bins).
+                columns = component_columns(name, components_of(info["stats"]))
+                numeric.extend(columns)
+                edges.extend([] for _ in columns)
                 if "vocab" in info["stats"]:
                     unknown.append(name)
                     counts[name] = info["stats"].get("vocab_counts")

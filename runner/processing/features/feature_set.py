@@ -30,6 +30,19 @@ def automatic_choices(meta: dict) -> list[str]:
                 f"feature '{name}': vocabulary of {len(stats['vocab'])} words and word pairs "
                 f"(seen at least {options['min_count']} times in training; any other is unknown)"
             )
+        if info["type"] == "text" and "components" in stats:
+            fitted = stats["components"]
+            why = f" ({stats['components_reason']})" if "components_reason" in stats else ""
+            lines.append(
+                f"feature '{name}': {len(fitted['mean'])} TF-IDF components of its "
+                f"{fitted['terms']} most frequent tokens, fitted on {fitted['rows']} training "
+                f"rows{why}; preprocessing.components sets the count, 0 none"
+            )
+        elif info["type"] == "text" and "components_reason" in stats:
+            lines.append(
+                f"feature '{name}': TF-IDF components {stats['components_reason']}; "
+                "preprocessing.components sets a count"
+            )
     return lines
 
 

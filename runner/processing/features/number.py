@@ -9,8 +9,14 @@ import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
-from runner.processing.features.base import Feature, merged_moments, numbers_from_text, seen_count
-from runner.processing.split import uniform_from_ids
+from runner.processing.features.base import (
+    Feature,
+    bottom_k_sample,
+    merged_moments,
+    merged_sample,
+    numbers_from_text,
+    seen_count,
+)
 
 
 class NumberFeature(Feature):
@@ -83,7 +89,7 @@ class NumberFeature(Feature):
             logged = _signed_log1p(present)
             stats.update(log_sum=float(logged.sum()), log_sum_sq=float(np.square(logged).sum()))
         if self._needs_sample:
-            stats["sample"] = _bottom_k(present, row_ids[~np.isnan(v)])
+            stats["sample"] = bottom_k_sample(present, row_ids[~np.isnan(v)])
         return stats
 
     def combine(self, partials):
@@ -96,7 +102,7 @@ class NumberFeature(Feature):
             "max": max(p["max"] for p in partials if p["max"] is not None),
         }
         mode = self.options["normalization"]
-        sample = _merged_sample(partials) if self._needs_sample else None
+        sample = merged_sample(partials) if self._needs_sample else None
         if mode == "log1p":
             stats["log_mean"], stats["log_std"] = merged_moments(
                 partials, "log_sum", "log_sum_sq", count
@@ -222,33 +228,6 @@ def _skewness(sample: np.ndarray) -> float:
 def _signed_log1p(v: np.ndarray) -> np.ndarray:
     """log1p of the magnitude with the sign kept: defined for every real value."""
     return np.sign(v) * np.log1p(np.abs(v))
-
-
-SAMPLE_SIZE = 20000  # values kept for quantiles
-SAMPLE_SEED = 1  # of the row hash that picks them
-
-
-def _bottom_k(values: np.ndarray, row_ids: np.ndarray) -> list[list[float]]:
-    """The values of the SAMPLE_SIZE rows whose row-number hash is smallest, with those
-    hashes: merged bottom-k samples are the bottom-k sample of the union, so the quantiles
-    do not depend on how the rows were partitioned (engines cut them differently)."""
-    hashes = uniform_from_ids(row_ids, SAMPLE_SEED)
-    # Every number input takes this sample now (bin edges): a partition of the hashes instead
-    # of a full sort (62 -> 3 ms for 700k rows), with ties at the cut kept as a full stable
-    # sort would keep them, so the sample is exactly the same.
-    candidates = np.arange(len(hashes))
-    if len(hashes) > SAMPLE_SIZE:
-        kth = np.partition(hashes, SAMPLE_SIZE - 1)[SAMPLE_SIZE - 1]
-        candidates = np.flatnonzero(hashes <= kth)
-    order = candidates[np.argsort(hashes[candidates], kind="stable")][:SAMPLE_SIZE]
-    return [hashes[order].tolist(), values[order].tolist()]
-
-
-def _merged_sample(partials: list[dict]) -> np.ndarray:
-    """The bottom-k sample of the union of the partitions' samples, in hash order."""
-    hashes = np.concatenate([np.asarray(p["sample"][0], dtype=np.float64) for p in partials])
-    values = np.concatenate([np.asarray(p["sample"][1], dtype=np.float64) for p in partials])
-    return values[np.argsort(hashes, kind="stable")[:SAMPLE_SIZE]]
 
 
 def _bin_edges(sample: np.ndarray, count: int) -> np.ndarray:

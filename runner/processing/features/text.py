@@ -1,20 +1,34 @@
-"""Text features: words and word pairs as ids of a vocabulary fitted on the training split."""
+"""Text features: words and word pairs as ids of a vocabulary fitted on the training split, and
+the text's TF-IDF reduced to a few components fitted on the training split's sample."""
 
 from __future__ import annotations
 
+import base64
 import zlib
 from collections import Counter
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import scipy.sparse as sp
 
 from runner.errors import UserError
 from runner.processing.features.base import (
     Feature,
+    bottom_k_sample,
+    merged_sample,
     merged_vocabulary,
     vocab_index,
 )
+
+# Terms (the most frequent vocabulary tokens) the components are fitted on: a cap on the
+# basis that travels in the statistics (terms x components float32).
+COMPONENT_TERMS = 10000
+# `components: auto`: this many from AUTO_MIN_ROWS training rows up, none below. Measured on
+# the suite's film titles cut to fewer rows, they cost R2 up to 20k training rows (-0.022 at
+# 5.6k, -0.014 at 20k) and gained at 41k (+0.0075); the small text tables lost with them too.
+AUTO_COMPONENTS = 64
+AUTO_MIN_ROWS = 30000
 
 
 class TextFeature(Feature):
@@ -26,7 +40,16 @@ class TextFeature(Feature):
     empty text, through an embedding that training did see (rare words, empty cells and token
     dropout train it). `encoding: hashing` keeps the older stateless variant (tokens hashed
     into `num_buckets`, no fitting): a word never seen in training then lands in a bucket whose
-    embedding was never trained."""
+    embedding was never trained.
+
+    Beside the ids, `components` numbers per row (vocabulary encoding only): the text's TF-IDF
+    over the vocabulary's most frequent tokens, projected on its leading singular vectors (a
+    truncated SVD, as latent semantic analysis does) and z-scored, all fitted on the training
+    split's shared sample. They carry what a mean of embeddings learns slowly from rare words,
+    which token dropout mostly hides (language, genre, series in film titles). `auto` (the
+    default) takes 64 from 30000 training rows up and none below, where they cost accuracy
+    (docs/accuracy.md); a count or 0 overrides it. A text without a known token
+    projects to zero, as an empty one does."""
 
     type_name = "text"
     output_allowed = False
@@ -40,6 +63,7 @@ class TextFeature(Feature):
         "num_buckets": 262144,
         "lowercase": True,
         "ngrams": 2,
+        "components": "auto",
     }
     FIRST_ID = 2  # 0: padding, 1: unknown
 
@@ -57,6 +81,30 @@ class TextFeature(Feature):
         for key in ("min_count", "max_vocab_size", "max_tokens"):
             if int(self.options[key]) < 1:
                 raise UserError(f"text feature '{self.name}' has {key} < 1; use at least 1")
+        components = self.options["components"]
+        if components != "auto" and (
+            isinstance(components, bool) or not isinstance(components, int) or components < 0
+        ):
+            raise UserError(
+                f"text feature '{self.name}' has components {components!r}; use auto, 0 (none) "
+                "or a positive count"
+            )
+        self._basis_cache: tuple[str, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def _wants_components(self) -> bool:
+        return self.options["encoding"] == "vocabulary" and self.options["components"] != 0
+
+    def _components_for(self, rows: int) -> tuple[int, str | None]:
+        """(how many components, the reason when `auto` chose)."""
+        if self.options["components"] != "auto":
+            return int(self.options["components"]), None
+        if rows >= AUTO_MIN_ROWS:
+            return AUTO_COMPONENTS, f"{rows} training rows, at least the {AUTO_MIN_ROWS} they need"
+        return 0, (
+            f"none: {rows} training rows, fewer than the {AUTO_MIN_ROWS} they need (on fewer "
+            "they cost accuracy: docs/accuracy.md)"
+        )
 
     def _tokens(self, series: pd.Series, max_tokens: int, ngrams: int) -> list[list[str]]:
         text = series.fillna("").astype(str)
@@ -74,7 +122,13 @@ class TextFeature(Feature):
             return {}
         tokens = self._tokens(series, int(self.options["max_tokens"]), int(self.options["ngrams"]))
         counts: Counter = Counter(t for row in tokens for t in row)
-        return {"counts": dict(counts)}
+        stats: dict = {"counts": dict(counts)}
+        if self._wants_components:
+            stats["rows"] = len(series)
+            stats["sample"] = bottom_k_sample(
+                series.fillna("").astype(str).to_numpy(dtype=object), row_ids
+            )
+        return stats
 
     def combine(self, partials):
         shape = {
@@ -85,7 +139,64 @@ class TextFeature(Feature):
             return {"num_buckets": int(self.options["num_buckets"]), **shape}
         vocab, counts = merged_vocabulary(partials, self.options, with_counts=True)
         # Counts travel with the vocabulary: the model drops rare tokens more often.
-        return {"vocab": vocab, "vocab_counts": counts, **shape}
+        stats = {"vocab": vocab, "vocab_counts": counts, **shape}
+        if self._wants_components:
+            count, reason = self._components_for(sum(p["rows"] for p in partials))
+            if reason:
+                stats["components_reason"] = reason
+            texts = pd.Series(merged_sample(partials, dtype=object), dtype=object)
+            fitted = self._fit_components(texts, stats, count) if count else None
+            if fitted:
+                stats["components"] = fitted
+        return stats
+
+    def _fit_components(self, texts: pd.Series, stats: dict, count: int) -> dict | None:
+        """TF-IDF of the sample (smoothed idf, rows of unit length, as scikit-learn's
+        TfidfVectorizer) reduced by a truncated SVD; None when the sample is too small."""
+        from sklearn.utils.extmath import randomized_svd
+
+        terms = min(len(stats["vocab"]), COMPONENT_TERMS)
+        k = min(count, terms - 1, len(texts) - 1)
+        if k < 1:
+            return None
+        frequencies = _term_frequencies(*self._ids(texts, stats), terms)
+        document_frequency = np.bincount(frequencies[1], minlength=terms)
+        # float32, as stored: the sample's projections below are the transform's exactly.
+        idf = (np.log((1 + len(texts)) / (1 + document_frequency)) + 1.0).astype(np.float32)
+        weighted = _unit_tfidf(frequencies, idf, len(texts))
+        # A fixed random state: the same sample gives the same basis in every processor.
+        _, _, vt = randomized_svd(weighted, k, n_iter=5, random_state=0)
+        basis = vt.T.astype(np.float32)
+        projected = weighted @ basis.astype(np.float64)
+        std = projected.std(axis=0)
+        return {  # "terms": the basis' rows, vocabulary ids 2 .. terms + 1
+            "terms": terms,
+            "rows": len(texts),
+            "idf": _pack(idf),
+            "basis": _pack(basis),
+            "mean": projected.mean(axis=0).tolist(),
+            "std": np.where(std > 0, std, 1.0).tolist(),
+        }
+
+    def _project(self, ids: np.ndarray, lengths: np.ndarray, stats: dict) -> np.ndarray:
+        """Rows x components float32: each row's TF-IDF on the fitted basis, z-scored."""
+        fitted = stats["components"]
+        idf, basis = self._basis(fitted)
+        frequencies = _term_frequencies(ids, lengths, int(fitted["terms"]))
+        projected = _unit_tfidf(frequencies, idf, len(lengths)) @ basis
+        mean, std = np.asarray(fitted["mean"]), np.asarray(fitted["std"])
+        return ((projected - mean) / std).astype(np.float32)
+
+    def _basis(self, fitted: dict) -> tuple[np.ndarray, np.ndarray]:
+        """(idf, basis) decoded once per fitted statistics: a server transforms many small
+        frames with the same ones."""
+        cached = self._basis_cache
+        if cached is None or cached[0] is not fitted["basis"]:
+            terms = int(fitted["terms"])
+            basis = _unpack(fitted["basis"]).reshape(terms, -1).astype(np.float64)
+            idf = _unpack(fitted["idf"]).astype(np.float64)
+            cached = self._basis_cache = (fitted["basis"], idf, basis)
+        return cached[1], cached[2]
 
     @staticmethod
     def size(stats: dict) -> int:
@@ -94,30 +205,85 @@ class TextFeature(Feature):
             return len(stats["vocab"]) + TextFeature.FIRST_ID
         return int(stats["num_buckets"])
 
-    def transform(self, series, stats, row_ids):
+    def _ids(self, series: pd.Series, stats: dict) -> tuple[np.ndarray, np.ndarray]:
+        """(flat vocabulary ids, tokens per row): 1 for a token outside the vocabulary; an empty
+        text has no tokens here."""
         token_lists = self._tokens(series, stats["max_tokens"], stats.get("ngrams", 1))
         lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int32, count=len(token_lists))
         flat = [tok for tokens in token_lists for tok in tokens]
+        if not flat:
+            return np.zeros(0, dtype=np.int32), lengths
         codes, uniques = pd.factorize(pd.Series(flat, dtype=object))
         if "vocab" in stats:
-            # Tokens outside the vocabulary are 1; an empty text is one unknown token, so that it
-            # encodes as a text of words never seen in training (their mean is that token too).
             index = vocab_index(self, stats["vocab"])
             id_of = index.get_indexer(uniques.to_numpy(dtype=object)).astype(np.int32)
             id_of = np.where(id_of >= 0, id_of + self.FIRST_ID, 1).astype(np.int32)
-            values = id_of[codes] if len(flat) else np.zeros(0, dtype=np.int32)
-            empty = lengths == 0
-            starts = np.cumsum(lengths) - lengths
-            values = np.insert(values, starts[empty], 1).astype(np.int32)
-            lengths = np.where(empty, 1, lengths).astype(np.int32)
-            return list_column(values, lengths, series.index), np.ones(len(lengths), dtype=bool)
-        # Hashing: bucket 0 is padding, so hashed ids are 1..num_buckets-1.
-        bucket_of = np.array(
-            [zlib.crc32(u.encode()) % (stats["num_buckets"] - 1) + 1 for u in uniques],
-            dtype=np.int32,
-        )
-        values = bucket_of[codes] if len(flat) else np.zeros(0, dtype=np.int32)
-        return list_column(values, lengths, series.index), np.ones(len(lengths), dtype=bool)
+        else:  # hashing: bucket 0 is padding, so hashed ids are 1..num_buckets-1
+            id_of = np.array(
+                [zlib.crc32(u.encode()) % (stats["num_buckets"] - 1) + 1 for u in uniques],
+                dtype=np.int32,
+            )
+        return id_of[codes], lengths
+
+    def transform(self, series, stats, row_ids):
+        ids, counts = self._ids(series, stats)
+        keep = np.ones(len(counts), dtype=bool)
+        if "vocab" not in stats:
+            return list_column(ids, counts, series.index), keep
+        # An empty text is one unknown token, so that it encodes as a text of words never seen
+        # in training (their mean is that token too).
+        empty = counts == 0
+        starts = np.cumsum(counts) - counts
+        values = np.insert(ids, starts[empty], 1).astype(np.int32)
+        lengths = np.where(empty, 1, counts).astype(np.int32)
+        tokens = list_column(values, lengths, series.index)
+        if "components" not in stats:
+            return tokens, keep
+        projected = self._project(ids, counts, stats)
+        columns = {self.name: tokens}
+        for i, column in enumerate(component_columns(self.name, projected.shape[1])):
+            columns[column] = projected[:, i]
+        return columns, keep
+
+
+def component_columns(name: str, count: int) -> list[str]:
+    return [f"{name}.component{i}" for i in range(count)]
+
+
+def components_of(stats: dict) -> int:
+    """How many component columns a text feature's statistics give (0: none)."""
+    fitted = stats.get("components")
+    return len(fitted["mean"]) if fitted else 0
+
+
+def _term_frequencies(ids: np.ndarray, lengths: np.ndarray, terms: int):
+    """(row, term, count) of each distinct vocabulary token among the first `terms` (the most
+    frequent) in each row, sorted by row and term."""
+    rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    columns = ids.astype(np.int64) - TextFeature.FIRST_ID
+    known = (columns >= 0) & (columns < terms)
+    keys, counts = np.unique(rows[known] * terms + columns[known], return_counts=True)
+    return keys // terms, keys % terms, counts, terms
+
+
+def _unit_tfidf(frequencies, idf: np.ndarray, rows: int) -> sp.csr_matrix:
+    """Rows x terms TF-IDF (raw counts times idf), each row of unit length (as scikit-learn's
+    TfidfVectorizer); a row without a counted token stays zero."""
+    row, column, count, terms = frequencies
+    weight = count * idf[column].astype(np.float64)
+    norm = np.sqrt(np.bincount(row, weights=weight * weight, minlength=rows))
+    weight = weight / norm[row]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=rows))])
+    return sp.csr_matrix((weight, column, indptr), shape=(rows, terms))
+
+
+def _pack(array: np.ndarray) -> str:
+    """A float32 array as base64 (a JSON string a tenth the size of a list of numbers)."""
+    return base64.b64encode(np.ascontiguousarray(array, dtype="<f4").tobytes()).decode("ascii")
+
+
+def _unpack(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<f4")
 
 
 def list_column(values: np.ndarray, lengths: np.ndarray, index) -> pd.Series:
