@@ -92,6 +92,8 @@ def test_every_engine_produces_the_same_cache(tmp_path, mixed_files, name):
     assert results["pandas"].meta["partitions"] == 1
     for engine in ("dask", "modin", "arrow", "arrow-streaming"):
         assert results[engine].meta["partitions"] > 1, engine
+    if name is not None:  # the text's TF-IDF components are compared too (fitted on the sample)
+        assert len(results["pandas"].meta["features"]["review"]["stats"]["components"]["mean"]) == 8
     assert_same_caches(results)
 
 
