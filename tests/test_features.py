@@ -299,14 +299,42 @@ def test_text_components_can_be_turned_off_and_need_a_vocabulary():
         out, _ = f.transform(pd.Series(rows[:3]), stats, np.arange(3))
         assert isinstance(out, pd.Series)  # the token ids alone
     one_word = build_feature(
-        {"name": "t", "type": "text", "preprocessing": {"components": 4}}, "input"
+        {"name": "t", "type": "text", "preprocessing": {"components": "4"}}, "input"
     )
-    assert "components" not in fit(one_word, ["same"] * 10)  # one term: nothing to reduce
-    for bad in (-1, "many", 2.5):
+    stats = fit(one_word, ["same"] * 10)  # one term: nothing to reduce, and the reason says so
+    assert "components" not in stats
+    assert (
+        stats["components_reason"] == "none: the training sample's text has too few distinct tokens"
+    )
+    for bad in (-1, "many", 2.5, True):
         with pytest.raises(UserError, match="text feature 't' has components .*; use auto, 0"):
             build_feature(
                 {"name": "t", "type": "text", "preprocessing": {"components": bad}}, "input"
             )
+    with pytest.raises(UserError, match="components 8 with encoding hashing; components need"):
+        build_feature(
+            {
+                "name": "t",
+                "type": "text",
+                "preprocessing": {"encoding": "hashing", "components": 8},
+            },
+            "input",
+        )
+
+
+def test_text_components_keep_only_the_sample_s_rank():
+    """Texts of few distinct values (template-like): the sample's TF-IDF has rank 3 however many
+    components are asked for; the directions past it would be rounding noise that z-scoring
+    blows up on a new combination of known words, so they are not kept."""
+    f = build_feature(
+        {"name": "t", "type": "text", "preprocessing": {"components": 64, "ngrams": 1}}, "input"
+    )
+    templates = ["red apple pie", "green pear tart", "blue plum jam"]
+    stats = fit(f, [templates[i % 3] for i in range(300)])
+    assert len(stats["components"]["mean"]) == 3
+    mixed, _ = f.transform(pd.Series(["red pear jam", "apple tart plum"]), stats, np.arange(2))
+    values = np.array([mixed[f"t.component{i}"] for i in range(3)])
+    assert np.abs(values).max() < 10
 
 
 def test_text_vocabulary_counts_and_rare_tokens_dropped_more_often_in_training():

@@ -29,6 +29,10 @@ COMPONENT_TERMS = 10000
 # 5.6k, -0.014 at 20k) and gained at 41k (+0.0075); the small text tables lost with them too.
 AUTO_COMPONENTS = 64
 AUTO_MIN_ROWS = 30000
+SAMPLE_CHARS_PER_TOKEN = 16  # the sample keeps 16 x max_tokens characters of each text
+# A component whose singular value is below this share of the first carries only rounding
+# noise (the sample's TF-IDF has a lower rank): z-scoring it would blow new texts up.
+RANK_TOLERANCE = 1e-6
 
 
 class TextFeature(Feature):
@@ -81,15 +85,34 @@ class TextFeature(Feature):
         for key in ("min_count", "max_vocab_size", "max_tokens"):
             if int(self.options[key]) < 1:
                 raise UserError(f"text feature '{self.name}' has {key} < 1; use at least 1")
+        self.options["components"] = self._component_option(cfg)
+        self._basis_cache: tuple[str, np.ndarray, np.ndarray] | None = None
+
+    def _component_option(self, cfg: dict) -> int | str:
+        """`auto`, or a count of 0 or more (written as a number or a string of one)."""
         components = self.options["components"]
-        if components != "auto" and (
-            isinstance(components, bool) or not isinstance(components, int) or components < 0
-        ):
+        if components == "auto":
+            return components
+        count = None
+        if not isinstance(components, bool):
+            try:
+                count = int(components)
+            except (TypeError, ValueError):
+                count = None
+            if count is not None and (count < 0 or str(count) != str(components).strip()):
+                count = None
+        if count is None:
             raise UserError(
                 f"text feature '{self.name}' has components {components!r}; use auto, 0 (none) "
                 "or a positive count"
             )
-        self._basis_cache: tuple[str, np.ndarray, np.ndarray] | None = None
+        given = (cfg.get("preprocessing") or {}).get("components")
+        if count and given is not None and self.options["encoding"] == "hashing":
+            raise UserError(
+                f"text feature '{self.name}' has components {count} with encoding hashing; "
+                "components need encoding: vocabulary (or set components: 0)"
+            )
+        return count
 
     @property
     def _wants_components(self) -> bool:
@@ -125,9 +148,11 @@ class TextFeature(Feature):
         stats: dict = {"counts": dict(counts)}
         if self._wants_components:
             stats["rows"] = len(series)
-            stats["sample"] = bottom_k_sample(
-                series.fillna("").astype(str).to_numpy(dtype=object), row_ids
-            )
+            # Cut to about max_tokens words (the transform reads no more): what travels to the
+            # driver stays bounded per row.
+            cut = SAMPLE_CHARS_PER_TOKEN * int(self.options["max_tokens"])
+            texts = series.fillna("").astype(str).str.slice(0, cut)
+            stats["sample"] = bottom_k_sample(texts.to_numpy(dtype=object), row_ids)
         return stats
 
     def combine(self, partials):
@@ -142,17 +167,20 @@ class TextFeature(Feature):
         stats = {"vocab": vocab, "vocab_counts": counts, **shape}
         if self._wants_components:
             count, reason = self._components_for(sum(p["rows"] for p in partials))
-            if reason:
-                stats["components_reason"] = reason
             texts = pd.Series(merged_sample(partials, dtype=object), dtype=object)
             fitted = self._fit_components(texts, stats, count) if count else None
             if fitted:
                 stats["components"] = fitted
+            elif count:
+                reason = "none: the training sample's text has too few distinct tokens"
+            if reason:
+                stats["components_reason"] = reason
         return stats
 
     def _fit_components(self, texts: pd.Series, stats: dict, count: int) -> dict | None:
         """TF-IDF of the sample (smoothed idf, rows of unit length, as scikit-learn's
-        TfidfVectorizer) reduced by a truncated SVD; None when the sample is too small."""
+        TfidfVectorizer) reduced by a truncated SVD to at most `count` components, fewer where
+        the sample's TF-IDF has a lower rank; None when nothing is left."""
         from sklearn.utils.extmath import randomized_svd
 
         terms = min(len(stats["vocab"]), COMPONENT_TERMS)
@@ -165,8 +193,11 @@ class TextFeature(Feature):
         idf = (np.log((1 + len(texts)) / (1 + document_frequency)) + 1.0).astype(np.float32)
         weighted = _unit_tfidf(frequencies, idf, len(texts))
         # A fixed random state: the same sample gives the same basis in every processor.
-        _, _, vt = randomized_svd(weighted, k, n_iter=5, random_state=0)
-        basis = vt.T.astype(np.float32)
+        _, singular, vt = randomized_svd(weighted, k, n_iter=5, random_state=0)
+        kept = singular > singular[0] * RANK_TOLERANCE if singular[0] > 0 else singular > 0
+        if not kept.any():
+            return None
+        basis = vt[kept].T.astype(np.float32)
         projected = weighted @ basis.astype(np.float64)
         std = projected.std(axis=0)
         return {  # "terms": the basis' rows, vocabulary ids 2 .. terms + 1
