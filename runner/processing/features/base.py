@@ -178,8 +178,9 @@ def vocab_index(owner: Feature, vocab: list[str]) -> pd.Index:
     return cached[1]
 
 
-# The training split's shared sample: the SAMPLE_SIZE rows whose row-number hash is smallest.
-# Every feature that fits on a sample (number quantiles, text components) takes the same rows.
+# The training split's sample: the SAMPLE_SIZE rows whose row-number hash is smallest. Every
+# feature that fits on a sample (number quantiles, text components) picks by this one rule
+# (numbers among their non-missing rows), so no processor's partitioning changes the result.
 SAMPLE_SIZE = 20000
 SAMPLE_SEED = 1  # of the row hash that picks them
 

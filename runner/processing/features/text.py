@@ -52,8 +52,9 @@ class TextFeature(Feature):
     split's shared sample. They carry what a mean of embeddings learns slowly from rare words,
     which token dropout mostly hides (language, genre, series in film titles). `auto` (the
     default) takes 64 from 30000 training rows up and none below, where they cost accuracy
-    (docs/accuracy.md); a count or 0 overrides it. A text without a known token
-    projects to zero, as an empty one does."""
+    (docs/accuracy.md); a count or 0 overrides it. A text with none of the basis' tokens (an
+    empty one, or one of words never seen in training) has a zero TF-IDF, so all such texts get
+    the same components."""
 
     type_name = "text"
     output_allowed = False
@@ -93,19 +94,14 @@ class TextFeature(Feature):
         components = self.options["components"]
         if components == "auto":
             return components
-        count = None
-        if not isinstance(components, bool):
-            try:
-                count = int(components)
-            except (TypeError, ValueError):
-                count = None
-            if count is not None and (count < 0 or str(count) != str(components).strip()):
-                count = None
-        if count is None:
+        text = str(components).strip()
+        # Digits only, written plainly ("64", not "064", "+64", "64.0" or True).
+        if isinstance(components, bool) or not text.isdecimal() or str(int(text)) != text:
             raise UserError(
                 f"text feature '{self.name}' has components {components!r}; use auto, 0 (none) "
                 "or a positive count"
             )
+        count = int(text)
         given = (cfg.get("preprocessing") or {}).get("components")
         if count and given is not None and self.options["encoding"] == "hashing":
             raise UserError(
