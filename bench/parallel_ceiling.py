@@ -13,32 +13,53 @@ import time
 import torch
 
 
-def main() -> None:
-    batch, steps = int(sys.argv[1]), int(sys.argv[2])
-    bf16 = sys.argv[3:4] == ["bf16"]
-    torch.set_num_threads(1)
+def bare_model(batch: int) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    """The 3 x 512 MLP and one fixed batch (bench/sync_ceiling.py and bare_horovod.py too)."""
     torch.manual_seed(0)
     width, inputs = 512, 40
     layers = [torch.nn.Linear(inputs, width), torch.nn.ReLU()]
     for _ in range(2):
         layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 1))
-    optimizer = torch.optim.AdamW(model.parameters(), 1e-3)
-    x, y = torch.randn(batch, inputs), torch.randint(0, 2, (batch, 1)).float()
+    return model, torch.randn(batch, inputs), torch.randint(0, 2, (batch, 1)).float()
+
+
+def backward(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, bf16: bool) -> None:
+    """One forward and backward pass, the steps under bf16 autocast where asked."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = model(x)
+    torch.nn.functional.binary_cross_entropy_with_logits(logits.float(), y).backward()
+
+
+def rate(model, optimizer, x, y, bf16: bool, steps: int, exchange=None, ready=None) -> float:
+    """Samples/s over `steps` steps after 3 warm-up steps; `exchange()` runs between each
+    backward pass and its optimizer step, `ready()` once before the timed steps."""
 
     def step() -> None:
         optimizer.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(x)
-        torch.nn.functional.binary_cross_entropy_with_logits(logits.float(), y).backward()
+        backward(model, x, y, bf16)
+        if exchange is not None:
+            exchange()
         optimizer.step()
 
     for _ in range(3):
         step()
+    if ready is not None:
+        ready()
     started = time.perf_counter()
     for _ in range(steps):
         step()
-    print(batch * steps / (time.perf_counter() - started))
+    return len(x) * steps / (time.perf_counter() - started)
+
+
+def main() -> None:
+    batch, steps = int(sys.argv[1]), int(sys.argv[2])
+    bf16 = sys.argv[3:4] == ["bf16"]
+    torch.set_num_threads(1)
+    model, x, y = bare_model(batch)
+    optimizer = torch.optim.AdamW(model.parameters(), 1e-3)
+
+    print(rate(model, optimizer, x, y, bf16, steps))
 
 
 if __name__ == "__main__":
