@@ -337,6 +337,102 @@ def test_text_components_keep_only_the_sample_s_rank():
     assert np.abs(values).max() < 10
 
 
+def _scored_titles(rows: int, seed: int = 0) -> pd.DataFrame:
+    """Two-word titles over 40 words, each word with its own effect on the target y."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i}" for i in range(40)])
+    effect = rng.normal(size=40)
+    picks = rng.integers(0, 40, size=(rows, 2))
+    y = effect[picks].sum(axis=1) + rng.normal(scale=0.3, size=rows)
+    return pd.DataFrame({"t": [" ".join(words[p]) for p in picks], "y": y})
+
+
+def _fit_set(features, frame: pd.DataFrame, parts: int) -> dict:
+    chunks = np.array_split(np.arange(len(frame)), parts)
+    partials = [fit_partial(frame.iloc[c].reset_index(drop=True), c, features) for c in chunks]
+    return combine_partials(partials, features)
+
+
+def _title_features(target_type: str = "number", **options) -> FeatureSet:
+    return FeatureSet(
+        [{"name": "t", "type": "text", "preprocessing": {"ngrams": 1, **options}}],
+        [{"name": "y", "type": target_type}],
+    )
+
+
+def test_text_target_score_is_out_of_fold_for_training_rows_and_partition_independent():
+    """A text's target score: the training mean plus its words' smoothed deviations, with the
+    statistics merged across partitions alike. A training row is scored without its own fold
+    (a title that occurs once scores as if its words' targets came from other rows only);
+    every other row with all of them; words never seen in training score as an empty text."""
+    from helpers import assert_close
+
+    from runner.processing.features import automatic_choices, text_score
+
+    features = _title_features()
+    frame = _scored_titles(3000)
+    stats = _fit_set(features, frame, 1)
+    assert_close(_fit_set(features, frame, 4), stats)
+    fitted = stats["t"]["score"]
+    assert fitted["prior"] == pytest.approx(frame["y"].mean())
+    assert fitted["training_rows"] == 3000 and len(fitted["words"]) == 40
+    # Scored with every training row, the score explains most of y (R2 of the word effects).
+    text = features.inputs[0]
+    new, _ = text.transform(frame["t"], stats["t"], np.arange(3000))
+    scored = new["t.score"]
+    assert scored.dtype == np.float32
+    assert np.corrcoef(scored, frame["y"])[0, 1] > 0.9
+    # Out of fold: a row's own target changes its score only when it is not a training row.
+    changed = frame.copy()
+    changed.loc[0, "y"] += 1000.0
+    moved = _fit_set(features, changed, 1)["t"]
+    rows = changed["t"].iloc[:1]
+    for training, moves in ((np.array([True]), False), (None, True)):
+        before = text._raw_scores(rows, {**fitted}, training)
+        after = text._raw_scores(rows, {**moved["score"]}, training)
+        assert (abs(after[0] - before[0]) > 1.0) == moves, training
+    # Training rows get the out-of-fold values, standardized on the training sample's.
+    oof, _ = text.transform(frame["t"], stats["t"], np.arange(3000), np.ones(3000, dtype=bool))
+    assert abs(oof["t.score"].mean()) < 1e-3 and oof["t.score"].std() == pytest.approx(1, rel=1e-3)
+    assert not np.allclose(oof["t.score"], scored)
+    assert len(fitted["bin_edges"]) == 33
+    folds = text_score.folds_of([["w1", "w2"], ["w1", "w2"], ["w2", "w1"]])
+    assert folds[0] == folds[1]  # equal texts share a fold
+    probes, _ = text.transform(pd.Series(["qwxz vbnm", "", None]), stats["t"], np.arange(3))
+    assert probes["t.score"][0] == probes["t.score"][1] == probes["t.score"][2]
+    meta = {"features": {"t": {"type": "text", "preprocessing": {}, "stats": stats["t"]}}}
+    line = "feature 't': a target score (the target: its 40 words' smoothed means over 3000"
+    assert any(c.startswith(line) for c in automatic_choices(meta))
+
+
+def test_text_target_score_for_binary_targets_and_where_it_is_off():
+    """A binary target: the rate of its rarer class. None for a category target (auto), for
+    long texts (auto), or with target_score false; true with a target it cannot score is a
+    one-line error."""
+    frame = _scored_titles(600)
+    frame["y"] = np.where(frame["y"] > frame["y"].quantile(0.7), "yes", "no")
+    stats = _fit_set(_title_features("binary"), frame, 2)
+    fitted = stats["t"]["score"]
+    assert fitted["target"] == "yes" and fitted["prior"] == pytest.approx(0.3, abs=0.01)
+    for features in (_title_features("category"), _title_features("binary", target_score=False)):
+        assert "score" not in _fit_set(features, frame, 1)["t"]
+    # Long texts (more than 32 distinct words per row on average): none under auto, and why.
+    from runner.processing.features import automatic_choices
+
+    long = frame.assign(t=[" ".join(f"x{(i * 7 + j) % 90}" for j in range(40)) for i in range(600)])
+    stats = _fit_set(_title_features("binary"), long, 1)["t"]
+    assert "score" not in stats
+    assert stats["score_reason"].startswith("none: 40.0 vocabulary words per row on average")
+    meta = {"features": {"t": {"type": "text", "preprocessing": {}, "stats": stats}}}
+    line = "feature 't': target score none: 40.0"
+    assert any(c.startswith(line) for c in automatic_choices(meta))
+    assert "score" in _fit_set(_title_features("binary", target_score=True), long, 1)["t"]
+    with pytest.raises(UserError, match="target_score true, but the output is a category"):
+        _title_features("category", target_score=True)
+    with pytest.raises(UserError, match="target_score 'yes'; use auto, true or false"):
+        _title_features(target_score="yes")
+
+
 def test_text_vocabulary_counts_and_rare_tokens_dropped_more_often_in_training():
     """The vocabulary keeps each token's training count (the same however partitioned); the
     encoder drops a token seen c times with 1 - (1 - token_dropout)(1 - alpha / (alpha + c)),
@@ -748,20 +844,20 @@ def test_bin_features_project_each_columns_bins_on_their_own():
 def test_bin_edges_spend_no_bins_on_a_value_that_holds_most_rows():
     """A capital gain (92 % zeros) gets its 32 bins over the values that vary, not 3; a column
     of few distinct values an edge at each; a continuous column plain quantiles."""
-    from runner.processing.features.number import BIN_EDGES, _bin_edges
+    from runner.processing.features.number import BIN_EDGES, bin_edges
 
     rng = np.random.default_rng(0)
     gains = np.where(rng.random(20000) < 0.92, 0.0, rng.lognormal(8, 1, 20000))
     plain = np.unique(np.quantile(gains, np.linspace(0, 1, BIN_EDGES)))
-    edges = _bin_edges(gains, BIN_EDGES)
+    edges = bin_edges(gains, BIN_EDGES)
     assert len(plain) <= 4 and len(edges) == BIN_EDGES
     assert edges[0] == 0.0 and edges[-1] == gains.max() and np.all(np.diff(edges) > 0)
     positive = gains[gains > 0]  # the rest spread over the non-zero values' quantiles
     shares = np.histogram(positive, edges[1:])[0] / len(positive)
     assert shares.max() < 3.0 / (BIN_EDGES - 2)
     levels = rng.integers(1, 17, 5000).astype(float)  # education years: 16 values
-    np.testing.assert_array_equal(_bin_edges(levels, BIN_EDGES), np.arange(1, 17))
+    np.testing.assert_array_equal(bin_edges(levels, BIN_EDGES), np.arange(1, 17))
     normal = rng.normal(size=20000)
     np.testing.assert_array_equal(
-        _bin_edges(normal, BIN_EDGES), np.quantile(normal, np.linspace(0, 1, BIN_EDGES))
+        bin_edges(normal, BIN_EDGES), np.quantile(normal, np.linspace(0, 1, BIN_EDGES))
     )

@@ -458,8 +458,9 @@ TITLES_MODEL = [
 def test_unseen_words_predict_as_an_empty_text_and_inside_the_target_range(
     tmp_path, cache_dir, caplog
 ):
-    """Words never seen in training are the one trained unknown token: a title made only of
-    them predicts exactly what an empty title predicts, and every prediction stays inside the
+    """Words never seen in training are the one trained unknown token (and score as the
+    training mean in the title's target score): a title made only of them predicts exactly
+    what an empty title predicts, and every prediction stays inside the
     training target's range, even for numbers far outside the training inputs'. The automatic
     choices are logged with their reasons and stored in meta.json."""
     from runner import Predictor
@@ -478,9 +479,11 @@ def test_unseen_words_predict_as_an_empty_text_and_inside_the_target_range(
     assert "feature 'size': normalization robust" in caplog.text
     assert "feature 'rating': normalization zscore: z-scored target" in caplog.text
     assert "feature 'title': vocabulary of" in caplog.text
+    assert "feature 'title': a target score (the target: its" in caplog.text
     meta = json.loads((tmp_path / "run" / "model" / "meta.json").read_text())
     assert "skewness" in meta["features"]["size"]["stats"]["reason"]
     assert meta["features"]["title"]["stats"]["vocab"][:1] != []
+    assert meta["features"]["title"]["stats"]["score"]["training_rows"] > 1000
     predictor = Predictor.load(tmp_path / "run" / "model")
     sizes = [0.0, 0.5, -1.0, 40.0, -40.0]
     unseen = pd.DataFrame({"title": ["qwxz vbnm"] * 5, "size": sizes})

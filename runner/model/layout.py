@@ -17,6 +17,7 @@ from runner.processing.features import (
     components_of,
     date_columns,
     missing_column,
+    score_column,
     vector_columns,
 )
 
@@ -82,6 +83,9 @@ class Layout:
                 columns = component_columns(name, components_of(info["stats"]))
                 numeric.extend(columns)
                 edges.extend([] for _ in columns)
+                if "score" in info["stats"]:  # its target score: a number with its bins
+                    numeric.append(score_column(name))
+                    edges.append(list(info["stats"]["score"]["bin_edges"]))
                 if "vocab" in info["stats"]:
                     unknown.append(name)
                     counts[name] = info["stats"].get("vocab_counts")

@@ -152,7 +152,7 @@ def _build(
     def transform(part: pd.DataFrame, offset: int) -> dict[str, pd.DataFrame]:
         ids = row_ids(part, offset)
         codes = assign_splits(part, ids, split)
-        processed, keep = transform_frame(part, ids, features.all, stats)
+        processed, keep = transform_frame(part, ids, features.all, stats, training=codes == 0)
         return {
             name: processed[keep & (codes == i)].reset_index(drop=True)
             for i, name in enumerate(SPLIT_NAMES)

@@ -27,7 +27,12 @@ from runner.processing.features.feature_set import (
 from runner.processing.features.number import BIN_EDGES, missing_column
 from runner.processing.features.registry import FEATURE_TYPES, build_feature
 from runner.processing.features.sets import SetFeature
-from runner.processing.features.text import TextFeature, component_columns, components_of
+from runner.processing.features.text import (
+    TextFeature,
+    component_columns,
+    components_of,
+    score_column,
+)
 from runner.processing.features.vector import vector_columns
 
 __all__ = [
@@ -47,6 +52,7 @@ __all__ = [
     "combine_partials",
     "component_columns",
     "components_of",
+    "score_column",
     "date_columns",
     "fit_partial",
     "missing_column",

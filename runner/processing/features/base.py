@@ -23,7 +23,7 @@ from runner.errors import UserError
 from runner.processing.split import uniform_from_ids
 
 # Bump when a transform's output changes: it is part of every cache key.
-PREPROCESSING_VERSION = 3
+PREPROCESSING_VERSION = 4
 
 UNKNOWN_TOKEN = "<UNK>"
 ROW_ID = "__row__"  # the raw row number, kept beside the processed columns

@@ -38,7 +38,22 @@ def automatic_choices(meta: dict) -> list[str]:
                 f"{fitted['terms']} most frequent tokens, fitted on {fitted['rows']} training "
                 f"rows{why}; preprocessing.components sets the count, 0 none"
             )
-        elif info["type"] == "text" and "components_reason" in stats:
+        if info["type"] == "text" and "score" in stats:
+            fitted = stats["score"]
+            target = fitted["target"]
+            of = "the target" if target is None else f"the rate of {target!r}"
+            why = f"; {stats['score_reason']}" if "score_reason" in stats else ""
+            lines.append(
+                f"feature '{name}': a target score ({of}: its {len(fitted['words'])} words' "
+                f"smoothed means over {fitted['training_rows']} training rows, out of fold for "
+                f"them{why}); preprocessing.target_score: false turns it off"
+            )
+        elif info["type"] == "text" and "score_reason" in stats:
+            lines.append(
+                f"feature '{name}': target score {stats['score_reason']}; "
+                "preprocessing.target_score: true takes it"
+            )
+        if info["type"] == "text" and "components_reason" in stats and "components" not in stats:
             lines.append(
                 f"feature '{name}': TF-IDF components {stats['components_reason']}; "
                 "preprocessing.components sets a count"
@@ -56,6 +71,9 @@ class FeatureSet:
             raise UserError("model.output_features is empty; name at least one target column")
         self.inputs = [build_feature(c, "input") for c in input_cfgs]
         self.outputs = [build_feature(c, "output") for c in output_cfgs]
+        for feature in self.inputs:
+            if isinstance(feature, TextFeature):  # its target score reads the first output
+                feature.set_target(self.outputs[0].type_name)
         names = [f.name for f in self.all]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -89,8 +107,14 @@ class FeatureSet:
 
 
 def fit_partial(frame: pd.DataFrame, row_ids: np.ndarray, features: FeatureSet) -> dict:
-    """Statistics of one partition of training rows."""
-    return {f.name: f.partial_stats(frame[f.name], row_ids) for f in features.all}
+    """Statistics of one partition of training rows (a text's target score reads the first
+    output's values beside its own)."""
+    stats = {f.name: f.partial_stats(frame[f.name], row_ids) for f in features.all}
+    for feature in features.inputs:
+        if isinstance(feature, TextFeature) and feature.scores_target:
+            target = frame[features.outputs[0].name]
+            stats[feature.name]["score"] = feature.partial_target_stats(frame[feature.name], target)
+    return stats
 
 
 def combine_partials(partials: list[dict], features: FeatureSet) -> dict:
@@ -98,14 +122,23 @@ def combine_partials(partials: list[dict], features: FeatureSet) -> dict:
 
 
 def transform_columns(
-    frame: pd.DataFrame, row_ids: np.ndarray, features: list[Feature], stats: dict
+    frame: pd.DataFrame,
+    row_ids: np.ndarray,
+    features: list[Feature],
+    stats: dict,
+    training: np.ndarray | None = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
     """Processed columns of one partition (numpy arrays, or pandas' Arrow-backed arrays for
-    lists), and the mask of rows every feature keeps."""
+    lists), and the mask of rows every feature keeps. `training` marks the training split's
+    rows (a text's target score is out of fold for them); None: no row is (new data)."""
     columns: dict[str, Any] = {}
     keep = np.ones(len(frame), dtype=bool)
     for feature in features:
-        values, feature_keep = feature.transform(frame[feature.name], stats[feature.name], row_ids)
+        series, feature_stats = frame[feature.name], stats[feature.name]
+        if isinstance(feature, TextFeature):
+            values, feature_keep = feature.transform(series, feature_stats, row_ids, training)
+        else:
+            values, feature_keep = feature.transform(series, feature_stats, row_ids)
         # A feature is one column, or several named ones (a date's parts).
         for name, column in (
             values if isinstance(values, dict) else {feature.name: values}
@@ -117,8 +150,12 @@ def transform_columns(
 
 
 def transform_frame(
-    frame: pd.DataFrame, row_ids: np.ndarray, features: list[Feature], stats: dict
+    frame: pd.DataFrame,
+    row_ids: np.ndarray,
+    features: list[Feature],
+    stats: dict,
+    training: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, np.ndarray]:
     """transform_columns as a DataFrame (what the engines write to the cache)."""
-    columns, keep = transform_columns(frame, row_ids, features, stats)
+    columns, keep = transform_columns(frame, row_ids, features, stats, training)
     return pd.DataFrame(columns), keep

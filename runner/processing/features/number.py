@@ -115,7 +115,7 @@ class NumberFeature(Feature):
             stats.update(self._decide(sample, stats["min"], mode))
         if self.role == "input":
             assert sample is not None  # _needs_sample
-            edges = _bin_edges(sample, BIN_EDGES)
+            edges = bin_edges(sample, BIN_EDGES)
             stats["bin_edges"] = np.unique(self.normalize(edges, stats)).tolist()
             # Missing in training: a flag column beside the filled value, so that the model can
             # tell "missing" from the fill value (trees send missing values their own way).
@@ -230,7 +230,7 @@ def _signed_log1p(v: np.ndarray) -> np.ndarray:
     return np.sign(v) * np.log1p(np.abs(v))
 
 
-def _bin_edges(sample: np.ndarray, count: int) -> np.ndarray:
+def bin_edges(sample: np.ndarray, count: int) -> np.ndarray:
     """At most `count` increasing edges that cut the sample into bins of similar mass, with a
     value that holds much of the mass (the zeros of a capital gain, the 40 of hours worked)
     taking one edge instead of the bins it covers: plain quantiles give such a column 2 or 3

@@ -13,6 +13,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from runner.errors import UserError
+from runner.processing.features import text_score
 from runner.processing.features.base import (
     Feature,
     bottom_k_sample,
@@ -20,6 +21,7 @@ from runner.processing.features.base import (
     merged_vocabulary,
     vocab_index,
 )
+from runner.processing.features.number import BIN_EDGES, bin_edges
 
 # Terms (the most frequent vocabulary tokens) the components are fitted on: a cap on the
 # basis that travels in the statistics (terms x components float32).
@@ -54,7 +56,14 @@ class TextFeature(Feature):
     default) takes 64 from 30000 training rows up and none below, where they cost accuracy
     (docs/accuracy.md); a count or 0 overrides it. A text with none of the basis' tokens (an
     empty one, or one of words never seen in training) has a zero TF-IDF, so all such texts get
-    the same components."""
+    the same components.
+
+    And `target_score` (vocabulary encoding only; for a number or binary (first) output):
+    one more number per row, the training split's mean target plus the smoothed deviations of
+    the text's words from it, scored out of fold for the training rows
+    (runner/processing/features/text_score.py). `auto`, the default, takes it for short texts
+    (at most 32 distinct vocabulary words per row on average), where it gained; `true` for any,
+    `false` never."""
 
     type_name = "text"
     output_allowed = False
@@ -69,6 +78,7 @@ class TextFeature(Feature):
         "lowercase": True,
         "ngrams": 2,
         "components": "auto",
+        "target_score": "auto",
     }
     FIRST_ID = 2  # 0: padding, 1: unknown
 
@@ -87,7 +97,37 @@ class TextFeature(Feature):
             if int(self.options[key]) < 1:
                 raise UserError(f"text feature '{self.name}' has {key} < 1; use at least 1")
         self.options["components"] = self._component_option(cfg)
+        if self.options["target_score"] not in ("auto", True, False):
+            raise UserError(
+                f"text feature '{self.name}' has target_score {self.options['target_score']!r}; "
+                "use auto, true or false"
+            )
         self._basis_cache: tuple[str, np.ndarray, np.ndarray] | None = None
+        self._score_cache: tuple | None = None
+        self.target_type: str | None = None  # the first output's type (FeatureSet sets it)
+
+    def set_target(self, target_type: str) -> None:
+        """The type of the output the target score is fitted on; `true` needs one it scores."""
+        self.target_type = target_type
+        option = self.options["target_score"]
+        if option is True and target_type not in text_score.TARGET_TYPES:
+            raise UserError(
+                f"text feature '{self.name}' has target_score true, but the output is a "
+                f"{target_type}; it scores a number or binary output (set target_score: false)"
+            )
+        if option is True and self.options["encoding"] == "hashing":
+            raise UserError(
+                f"text feature '{self.name}' has target_score true with encoding hashing; "
+                "it needs encoding: vocabulary (or set target_score: false)"
+            )
+
+    @property
+    def scores_target(self) -> bool:
+        return (
+            self.options["encoding"] == "vocabulary"
+            and self.options["target_score"] is not False
+            and self.target_type in text_score.TARGET_TYPES
+        )
 
     def _component_option(self, cfg: dict) -> int | str:
         """`auto`, or a count of 0 or more (written as a number or a string of one)."""
@@ -142,7 +182,7 @@ class TextFeature(Feature):
         tokens = self._tokens(series, int(self.options["max_tokens"]), int(self.options["ngrams"]))
         counts: Counter = Counter(t for row in tokens for t in row)
         stats: dict = {"counts": dict(counts)}
-        if self._wants_components:
+        if self._wants_components or self.scores_target:
             stats["rows"] = len(series)
             # Cut to about max_tokens words (the transform reads no more): what travels to the
             # driver stays bounded per row.
@@ -150,6 +190,12 @@ class TextFeature(Feature):
             texts = series.fillna("").astype(str).str.slice(0, cut)
             stats["sample"] = bottom_k_sample(texts.to_numpy(dtype=object), row_ids)
         return stats
+
+    def partial_target_stats(self, series: pd.Series, target: pd.Series) -> dict:
+        """The target score's statistics of one partition (its words' targets, per fold)."""
+        assert self.target_type is not None
+        words = self._tokens(series, int(self.options["max_tokens"]), 1)
+        return text_score.partial_stats(words, target, self.target_type)
 
     def combine(self, partials):
         shape = {
@@ -171,7 +217,44 @@ class TextFeature(Feature):
                 reason = "none: the training sample's text has too few distinct tokens"
             if reason:
                 stats["components_reason"] = reason
+        if self.scores_target and all("score" in p for p in partials):
+            assert self.target_type is not None
+            fitted = text_score.combine([p["score"] for p in partials], self.target_type, vocab)
+            words = fitted["words_per_row"] if fitted else 0.0
+            if fitted and self.options["target_score"] == "auto":
+                limit = text_score.AUTO_MAX_WORDS_PER_ROW
+                if words > limit:
+                    fitted = None
+                    stats["score_reason"] = (
+                        f"none: {words:.1f} vocabulary words per row on average, more than the "
+                        f"{limit:g} it helps with (docs/accuracy.md)"
+                    )
+                else:
+                    stats["score_reason"] = f"{words:.1f} vocabulary words per row on average"
+            if fitted:
+                texts = pd.Series(merged_sample(partials, dtype=object), dtype=object)
+                stats["score"] = self._scale_score(fitted, texts)
         return stats
+
+    def _scale_score(self, fitted: dict, sample: pd.Series) -> dict:
+        """The score z-scored, with quantile bin edges, as a number input gets them: both from
+        the training sample's out-of-fold scores, the values training rows are given."""
+        raw = self._raw_scores(sample, fitted, np.ones(len(sample), dtype=bool))
+        std = float(raw.std()) if len(raw) else 0.0
+        fitted["mean"] = float(raw.mean()) if len(raw) else float(fitted["prior"])
+        fitted["std"] = std if std > 0 else 1.0
+        fitted["sample_rows"] = len(raw)
+        scaled = (raw - fitted["mean"]) / fitted["std"]
+        fitted["bin_edges"] = np.unique(bin_edges(scaled, BIN_EDGES)).tolist() if len(raw) else []
+        return fitted
+
+    def _raw_scores(self, series: pd.Series, fitted: dict, training) -> np.ndarray:
+        cached = self._score_cache
+        if cached is None or cached[0] is not fitted["sums"]:
+            index = pd.Index(fitted["words"], dtype=object)
+            cached = self._score_cache = (fitted["sums"], index, text_score.deviations(fitted))
+        words = self._tokens(series, int(self.options["max_tokens"]), 1)
+        return text_score.raw_scores(words, fitted, cached[1], cached[2], training)
 
     def _fit_components(self, texts: pd.Series, stats: dict, count: int) -> dict | None:
         """TF-IDF of the sample (smoothed idf, rows of unit length, as scikit-learn's
@@ -252,7 +335,9 @@ class TextFeature(Feature):
             )
         return id_of[codes], lengths
 
-    def transform(self, series, stats, row_ids):
+    def transform(self, series, stats, row_ids, training: np.ndarray | None = None):
+        """`training`: the rows of the training split (scored out of fold); None for rows
+        that are not (a Predictor's, a server's)."""
         ids, counts = self._ids(series, stats)
         keep = np.ones(len(counts), dtype=bool)
         if "vocab" not in stats:
@@ -264,17 +349,26 @@ class TextFeature(Feature):
         values = np.insert(ids, starts[empty], 1).astype(np.int32)
         lengths = np.where(empty, 1, counts).astype(np.int32)
         tokens = list_column(values, lengths, series.index)
-        if "components" not in stats:
+        if "components" not in stats and "score" not in stats:
             return tokens, keep
-        projected = self._project(ids, counts, stats)
         columns = {self.name: tokens}
-        for i, column in enumerate(component_columns(self.name, projected.shape[1])):
-            columns[column] = projected[:, i]
+        if "components" in stats:
+            projected = self._project(ids, counts, stats)
+            for i, column in enumerate(component_columns(self.name, projected.shape[1])):
+                columns[column] = projected[:, i]
+        if "score" in stats:
+            fitted = stats["score"]
+            scaled = (self._raw_scores(series, fitted, training) - fitted["mean"]) / fitted["std"]
+            columns[score_column(self.name)] = scaled.astype(np.float32)
         return columns, keep
 
 
 def component_columns(name: str, count: int) -> list[str]:
     return [f"{name}.component{i}" for i in range(count)]
+
+
+def score_column(name: str) -> str:
+    return f"{name}.score"
 
 
 def components_of(stats: dict) -> int:

@@ -1,0 +1,167 @@
+"""A text's target score: one number per row that says what the training split's targets were
+for the text's words. Each word's smoothed mean target, as a deviation from the training mean,
+summed over the row's distinct words, on top of that mean. It carries the supervised signal of
+rare words that an embedding per word learns from a handful of rows (issue 27: on film titles
+it closed most of the gap to gradient boosting, docs/accuracy.md).
+
+Its statistics are sums and counts per word, merged across partitions like the vocabulary's
+counts, so every processor fits the same score. They are kept per fold (FOLDS folds by a hash
+of the row's tokens, so equal texts share one): a training row is scored out of fold, without
+its own fold's targets, so no row's own target reaches its own input; every other row (the
+validation and test splits, a Predictor's, a server's) is scored with all of them.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+
+import numpy as np
+import pandas as pd
+
+from runner.processing.features.base import as_strings, numbers_from_text
+
+FOLDS = 5
+# `auto` scores texts of at most this many distinct vocabulary words per row on average. On the
+# accuracy suite it gained on film titles (2.9 words: +0.008 R2, and +0.009 on 10k rows of them)
+# and tweets (18.5: +0.002 ROC AUC) and lost on reviews (52.8: -0.014): a sum over many words'
+# deviations, each from few rows, is mostly noise (docs/accuracy.md).
+AUTO_MAX_WORDS_PER_ROW = 32.0
+SMOOTHING = 30.0  # a word's mean is shrunk to the training mean as if by this many rows
+# Targets it scores: a number (its value) or a binary one (the rate of its rarer class).
+TARGET_TYPES = ("number", "binary")
+
+
+def folds_of(token_lists: list[list[str]]) -> np.ndarray:
+    """Each row's fold, from a hash of its tokens: the same in the fit and the transform."""
+    return np.fromiter(
+        (zlib.crc32("\x1f".join(t).encode()) % FOLDS for t in token_lists),
+        dtype=np.int64,
+        count=len(token_lists),
+    )
+
+
+def partial_stats(token_lists: list[list[str]], target: pd.Series, target_type: str) -> dict:
+    """Per word and fold: the rows it occurs in (once per row), and their targets' sums by
+    target key (a number's: "", a binary target's: each of its values). Rows without a
+    target count for nothing."""
+    if target_type == "number":
+        values = numbers_from_text(target).to_numpy(dtype=np.float64)
+        has_target = np.isfinite(values)
+        key_codes = np.zeros(len(values), dtype=np.int64)
+        keys = [""]
+    else:
+        strings = as_strings(target)
+        has_target = strings.notna().to_numpy()
+        key_codes, uniques = pd.factorize(strings)
+        keys = [str(k) for k in uniques]
+        values = np.ones(len(strings))
+    totals = np.bincount(key_codes[has_target], values[has_target], minlength=len(keys))
+    folds = folds_of(token_lists)
+    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
+    rows = np.repeat(np.arange(len(token_lists)), lengths)
+    word_codes, words = pd.factorize(pd.Series([w for t in token_lists for w in t], dtype=object))
+    # Each word once per row, and only rows with a target.
+    pairs = np.unique(rows * max(len(words), 1) + word_codes)
+    row, word = pairs // max(len(words), 1), pairs % max(len(words), 1)
+    row, word = row[has_target[row]], word[has_target[row]]
+    cell = word * FOLDS + folds[row]
+    counts = np.bincount(cell, minlength=len(words) * FOLDS).reshape(-1, FOLDS)
+    sums = np.bincount(
+        cell * len(keys) + key_codes[row], values[row], minlength=len(words) * FOLDS * len(keys)
+    ).reshape(len(words), FOLDS, len(keys))
+    entries = {}
+    for i in np.flatnonzero(counts.sum(axis=1)):
+        present = np.flatnonzero(sums[i].any(axis=0) | (target_type == "number"))
+        entries[str(words[i])] = {
+            "rows": counts[i].tolist(),
+            "sums": {keys[k]: sums[i, :, k].tolist() for k in present},
+        }
+    return {
+        "rows": int(has_target.sum()),
+        "totals": {keys[k]: float(totals[k]) for k in range(len(keys)) if totals[k]},
+        "words": entries,
+    }
+
+
+def combine(partials: list[dict], target_type: str, vocabulary: list[str]) -> dict | None:
+    """The merged statistics of the vocabulary's words; None when no row had a target."""
+    rows = sum(p["rows"] for p in partials)
+    if rows == 0:
+        return None
+    totals: dict = defaultdict(float)
+    for p in partials:
+        for key, value in p["totals"].items():
+            totals[key] += value
+    if target_type == "number":
+        key = ""
+        label = None
+    else:  # the rarer class's rate (ties by value): its sign means nothing to the network
+        ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
+        if len(ranked) < 2:
+            return None
+        key = label = ranked[1][0]
+    kept = [w for w in vocabulary if " " not in w]  # words, not word pairs
+    index = {w: i for i, w in enumerate(kept)}
+    counts = np.zeros((len(kept), FOLDS))
+    sums = np.zeros((len(kept), FOLDS))
+    for p in partials:
+        for word, entry in p["words"].items():
+            i = index.get(word)
+            if i is None:
+                continue
+            counts[i] += entry["rows"]
+            sums[i] += entry["sums"].get(key, [0.0] * FOLDS)
+    return {
+        "target": label,
+        "training_rows": rows,
+        # distinct vocabulary words per row with a target, on average (`auto` reads it)
+        "words_per_row": float(counts.sum()) / rows,
+        "prior": totals[key] / rows,
+        "words": kept,
+        # words x folds, as numbers (sums merged in another order round differently: compared
+        # within a tolerance, not as bytes)
+        "counts": counts.astype(np.int64).tolist(),
+        "sums": sums.tolist(),
+    }
+
+
+def deviations(fitted: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(each word's deviation with every fold, words x folds: without that fold)."""
+    counts = np.asarray(fitted["counts"], dtype=np.float64).reshape(-1, FOLDS)
+    sums = np.asarray(fitted["sums"], dtype=np.float64).reshape(-1, FOLDS)
+    prior = fitted["prior"]
+    if len(counts) == 0:
+        return np.zeros(0), np.zeros((0, FOLDS))
+    n_all, s_all = counts.sum(axis=1), sums.sum(axis=1)
+    full = (s_all + SMOOTHING * prior) / (n_all + SMOOTHING) - prior
+    n_out = n_all[:, None] - counts
+    s_out = s_all[:, None] - sums
+    out = np.where(n_out > 0, (s_out + SMOOTHING * prior) / (n_out + SMOOTHING) - prior, 0.0)
+    return full, out
+
+
+def raw_scores(
+    token_lists: list[list[str]], fitted: dict, index: pd.Index, devs, training: np.ndarray | None
+) -> np.ndarray:
+    """The training mean plus the row's distinct words' deviations (out of fold where
+    `training` marks the row)."""
+    full, out = devs
+    scores = np.full(len(token_lists), float(fitted["prior"]))
+    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
+    flat = [w for tokens in token_lists for w in tokens]
+    if not flat:
+        return scores
+    positions = index.get_indexer(pd.Index(flat, dtype=object))
+    rows = np.repeat(np.arange(len(token_lists)), lengths)
+    known = positions >= 0
+    # Each word once per row.
+    pairs = np.unique(rows[known] * len(index) + positions[known])
+    row, word = pairs // len(index), pairs % len(index)
+    contribution = full[word]
+    if training is not None and training.any():
+        folds = folds_of(token_lists)
+        inside = training[row]
+        contribution = np.where(inside, out[word, folds[row]], contribution)
+    scores += np.bincount(row, weights=contribution, minlength=len(token_lists))
+    return scores
