@@ -387,10 +387,11 @@ def test_text_target_score_is_out_of_fold_for_training_rows_and_partition_indepe
     changed.loc[0, "y"] += 1000.0
     moved = _fit_set(features, changed, 1)["t"]
     rows = changed["t"].iloc[:1]
-    for training, moves in ((np.array([True]), False), (None, True)):
-        before = text._raw_scores(rows, {**fitted}, training)
-        after = text._raw_scores(rows, {**moved["score"]}, training)
-        assert (abs(after[0] - before[0]) > 1.0) == moves, training
+    # Not even through the mean it is shrunk towards: its fold's prior leaves it out too.
+    same = text._raw_scores(rows, {**fitted}, np.array([True]))
+    assert text._raw_scores(rows, {**moved["score"]}, np.array([True])) == pytest.approx(same)
+    outside = text._raw_scores(rows, {**moved["score"]}, None)
+    assert outside[0] - text._raw_scores(rows, {**fitted}, None)[0] > 1.0
     # Training rows get the out-of-fold values, standardized on the training sample's.
     oof, _ = text.transform(frame["t"], stats["t"], np.arange(3000), np.ones(3000, dtype=bool))
     assert abs(oof["t.score"].mean()) < 1e-3 and oof["t.score"].std() == pytest.approx(1, rel=1e-3)
@@ -413,7 +414,12 @@ def test_text_target_score_for_binary_targets_and_where_it_is_off():
     frame["y"] = np.where(frame["y"] > frame["y"].quantile(0.7), "yes", "no")
     stats = _fit_set(_title_features("binary"), frame, 2)
     fitted = stats["t"]["score"]
-    assert fitted["target"] == "yes" and fitted["prior"] == pytest.approx(0.3, abs=0.01)
+    assert fitted["positive"] == "yes" and fitted["prior"] == pytest.approx(0.3, abs=0.01)
+    # Its classes as the output reads them: "Yes" and "yes" are one.
+    spelled = frame.assign(
+        y=[("Yes" if i % 2 else v) if v == "yes" else v for i, v in enumerate(frame["y"])]
+    )
+    assert _fit_set(_title_features("binary"), spelled, 2)["t"]["score"]["prior"] == fitted["prior"]
     for features in (_title_features("category"), _title_features("binary", target_score=False)):
         assert "score" not in _fit_set(features, frame, 1)["t"]
     # Long texts (more than 32 distinct words per row on average): none under auto, and why.
@@ -429,8 +435,9 @@ def test_text_target_score_for_binary_targets_and_where_it_is_off():
     assert "score" in _fit_set(_title_features("binary", target_score=True), long, 1)["t"]
     with pytest.raises(UserError, match="target_score true, but the output is a category"):
         _title_features("category", target_score=True)
-    with pytest.raises(UserError, match="target_score 'yes'; use auto, true or false"):
-        _title_features(target_score="yes")
+    for bad in ("yes", 0, 1):  # 0 and 1 are not false and true here
+        with pytest.raises(UserError, match=f"target_score {bad!r}; use auto, true or false"):
+            _title_features(target_score=bad)
 
 
 def test_text_vocabulary_counts_and_rare_tokens_dropped_more_often_in_training():

@@ -40,7 +40,7 @@ def automatic_choices(meta: dict) -> list[str]:
             )
         if info["type"] == "text" and "score" in stats:
             fitted = stats["score"]
-            target = fitted["target"]
+            target = fitted.get("positive")
             of = "the target" if target is None else f"the rate of {target!r}"
             why = f"; {stats['score_reason']}" if "score_reason" in stats else ""
             lines.append(
@@ -73,7 +73,7 @@ class FeatureSet:
         self.outputs = [build_feature(c, "output") for c in output_cfgs]
         for feature in self.inputs:
             if isinstance(feature, TextFeature):  # its target score reads the first output
-                feature.set_target(self.outputs[0].type_name)
+                feature.set_target(self.outputs[0])
         names = [f.name for f in self.all]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

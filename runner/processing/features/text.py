@@ -97,18 +97,24 @@ class TextFeature(Feature):
             if int(self.options[key]) < 1:
                 raise UserError(f"text feature '{self.name}' has {key} < 1; use at least 1")
         self.options["components"] = self._component_option(cfg)
-        if self.options["target_score"] not in ("auto", True, False):
+        option = self.options["target_score"]
+        if not (isinstance(option, bool) or option == "auto"):  # 0 and 1 are not true/false
             raise UserError(
                 f"text feature '{self.name}' has target_score {self.options['target_score']!r}; "
                 "use auto, true or false"
             )
         self._basis_cache: tuple[str, np.ndarray, np.ndarray] | None = None
         self._score_cache: tuple | None = None
-        self.target_type: str | None = None  # the first output's type (FeatureSet sets it)
+        self.target: Feature | None = None  # the first output (FeatureSet sets it)
 
-    def set_target(self, target_type: str) -> None:
-        """The type of the output the target score is fitted on; `true` needs one it scores."""
-        self.target_type = target_type
+    @property
+    def target_type(self) -> str | None:
+        return self.target.type_name if self.target is not None else None
+
+    def set_target(self, target: Feature) -> None:
+        """The output the target score is fitted on; `true` needs one it scores."""
+        self.target = target
+        target_type = target.type_name
         option = self.options["target_score"]
         if option is True and target_type not in text_score.TARGET_TYPES:
             raise UserError(
@@ -219,7 +225,11 @@ class TextFeature(Feature):
                 stats["components_reason"] = reason
         if self.scores_target and all("score" in p for p in partials):
             assert self.target_type is not None
-            fitted = text_score.combine([p["score"] for p in partials], self.target_type, vocab)
+            scored = [p["score"] for p in partials]
+            keys = self._target_keys(scored)
+            fitted = text_score.combine(scored, vocab, keys)
+            if fitted and self.target_type == "binary":
+                fitted["positive"] = keys[0] if keys else None
             words = fitted["words_per_row"] if fitted else 0.0
             if fitted and self.options["target_score"] == "auto":
                 limit = text_score.AUTO_MAX_WORDS_PER_ROW
@@ -235,6 +245,15 @@ class TextFeature(Feature):
                 texts = pd.Series(merged_sample(partials, dtype=object), dtype=object)
                 stats["score"] = self._scale_score(fitted, texts)
         return stats
+
+    def _target_keys(self, scored: list[dict]) -> list[str]:
+        """Whose sums make the target: a number's value; a binary output's positive class, its
+        spellings as the output's own fit reads them (yes and Yes are one class)."""
+        if self.target_type == "number":
+            return [""]
+        assert self.target is not None
+        counts = text_score.spelling_counts(scored)
+        return list(self.target.combine([{"counts": counts}])["positive"])
 
     def _scale_score(self, fitted: dict, sample: pd.Series) -> dict:
         """The score z-scored, with quantile bin edges, as a number input gets them: both from

@@ -28,7 +28,7 @@ FOLDS = 5
 # deviations, each from few rows, is mostly noise (docs/accuracy.md).
 AUTO_MAX_WORDS_PER_ROW = 32.0
 SMOOTHING = 30.0  # a word's mean is shrunk to the training mean as if by this many rows
-# Targets it scores: a number (its value) or a binary one (the rate of its rarer class).
+# Targets it scores: a number (its value) or a binary one (the rate of its positive class).
 TARGET_TYPES = ("number", "binary")
 
 
@@ -42,9 +42,9 @@ def folds_of(token_lists: list[list[str]]) -> np.ndarray:
 
 
 def partial_stats(token_lists: list[list[str]], target: pd.Series, target_type: str) -> dict:
-    """Per word and fold: the rows it occurs in (once per row), and their targets' sums by
-    target key (a number's: "", a binary target's: each of its values). Rows without a
-    target count for nothing."""
+    """Per fold, and per word and fold: the rows (a word once per row) and their targets' sums
+    by target key (a number's: "", a binary target's: each spelling of its values, which the
+    output's own fit reads as classes). Rows without a target count for nothing."""
     if target_type == "number":
         values = numbers_from_text(target).to_numpy(dtype=np.float64)
         has_target = np.isfinite(values)
@@ -56,14 +56,21 @@ def partial_stats(token_lists: list[list[str]], target: pd.Series, target_type: 
         key_codes, uniques = pd.factorize(strings)
         keys = [str(k) for k in uniques]
         values = np.ones(len(strings))
-    totals = np.bincount(key_codes[has_target], values[has_target], minlength=len(keys))
     folds = folds_of(token_lists)
+    targeted = np.flatnonzero(has_target)
+    fold_rows = np.bincount(folds[targeted], minlength=FOLDS)
+    fold_totals = np.bincount(
+        key_codes[targeted] * FOLDS + folds[targeted],
+        values[targeted],
+        minlength=len(keys) * FOLDS,
+    ).reshape(len(keys), FOLDS)
     lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
     rows = np.repeat(np.arange(len(token_lists)), lengths)
     word_codes, words = pd.factorize(pd.Series([w for t in token_lists for w in t], dtype=object))
+    width = max(len(words), 1)
     # Each word once per row, and only rows with a target.
-    pairs = np.unique(rows * max(len(words), 1) + word_codes)
-    row, word = pairs // max(len(words), 1), pairs % max(len(words), 1)
+    pairs = np.unique(rows * width + word_codes)
+    row, word = pairs // width, pairs % width
     row, word = row[has_target[row]], word[has_target[row]]
     cell = word * FOLDS + folds[row]
     counts = np.bincount(cell, minlength=len(words) * FOLDS).reshape(-1, FOLDS)
@@ -78,29 +85,32 @@ def partial_stats(token_lists: list[list[str]], target: pd.Series, target_type: 
             "sums": {keys[k]: sums[i, :, k].tolist() for k in present},
         }
     return {
-        "rows": int(has_target.sum()),
-        "totals": {keys[k]: float(totals[k]) for k in range(len(keys)) if totals[k]},
+        "rows": fold_rows.tolist(),
+        "totals": {keys[k]: fold_totals[k].tolist() for k in range(len(keys))},
         "words": entries,
     }
 
 
-def combine(partials: list[dict], target_type: str, vocabulary: list[str]) -> dict | None:
-    """The merged statistics of the vocabulary's words; None when no row had a target."""
-    rows = sum(p["rows"] for p in partials)
+def spelling_counts(partials: list[dict]) -> dict[str, int]:
+    """A binary target's rows by spelling (what its output feature's fit reads as classes)."""
+    counts: dict = defaultdict(int)
+    for p in partials:
+        for key, sums in p["totals"].items():
+            counts[key] += int(round(sum(sums)))
+    return dict(counts)
+
+
+def combine(partials: list[dict], vocabulary: list[str], keys: list[str]) -> dict | None:
+    """The merged statistics of the vocabulary's words, the target being the sum of `keys`'
+    sums (a number's [""], a binary target's positive spellings); None without a target."""
+    fold_rows = np.sum([p["rows"] for p in partials], axis=0)
+    rows = int(fold_rows.sum())
     if rows == 0:
         return None
-    totals: dict = defaultdict(float)
+    fold_totals = np.zeros(FOLDS)
     for p in partials:
-        for key, value in p["totals"].items():
-            totals[key] += value
-    if target_type == "number":
-        key = ""
-        label = None
-    else:  # the rarer class's rate (ties by value): its sign means nothing to the network
-        ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
-        if len(ranked) < 2:
-            return None
-        key = label = ranked[1][0]
+        for key in keys:
+            fold_totals += p["totals"].get(key, 0.0)
     kept = [w for w in vocabulary if " " not in w]  # words, not word pairs
     index = {w: i for i, w in enumerate(kept)}
     counts = np.zeros((len(kept), FOLDS))
@@ -111,13 +121,20 @@ def combine(partials: list[dict], target_type: str, vocabulary: list[str]) -> di
             if i is None:
                 continue
             counts[i] += entry["rows"]
-            sums[i] += entry["sums"].get(key, [0.0] * FOLDS)
+            for key in keys:
+                if key in entry["sums"]:
+                    sums[i] += entry["sums"][key]
+    # Each fold's own prior is the mean without it: a training row's out-of-fold score then
+    # holds nothing of its own target, not even through the mean it is shrunk towards.
+    outside = rows - fold_rows
+    total = fold_totals.sum()
+    priors = np.where(outside > 0, (total - fold_totals) / np.maximum(outside, 1), total / rows)
     return {
-        "target": label,
         "training_rows": rows,
         # distinct vocabulary words per row with a target, on average (`auto` reads it)
         "words_per_row": float(counts.sum()) / rows,
-        "prior": totals[key] / rows,
+        "prior": float(total) / rows,
+        "fold_priors": priors.tolist(),
         "words": kept,
         # words x folds, as numbers (sums merged in another order round differently: compared
         # within a tolerance, not as bytes)
@@ -127,30 +144,33 @@ def combine(partials: list[dict], target_type: str, vocabulary: list[str]) -> di
 
 
 def deviations(fitted: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(each word's deviation with every fold, words x folds: without that fold)."""
+    """(each word's deviation from the prior with every fold; words x folds: without that
+    fold, from that fold's own prior)."""
     counts = np.asarray(fitted["counts"], dtype=np.float64).reshape(-1, FOLDS)
     sums = np.asarray(fitted["sums"], dtype=np.float64).reshape(-1, FOLDS)
-    prior = fitted["prior"]
-    if len(counts) == 0:
-        return np.zeros(0), np.zeros((0, FOLDS))
+    prior, priors = float(fitted["prior"]), np.asarray(fitted["fold_priors"], dtype=np.float64)
     n_all, s_all = counts.sum(axis=1), sums.sum(axis=1)
     full = (s_all + SMOOTHING * prior) / (n_all + SMOOTHING) - prior
     n_out = n_all[:, None] - counts
     s_out = s_all[:, None] - sums
-    out = np.where(n_out > 0, (s_out + SMOOTHING * prior) / (n_out + SMOOTHING) - prior, 0.0)
+    out = np.where(n_out > 0, (s_out + SMOOTHING * priors) / (n_out + SMOOTHING) - priors, 0.0)
     return full, out
 
 
 def raw_scores(
     token_lists: list[list[str]], fitted: dict, index: pd.Index, devs, training: np.ndarray | None
 ) -> np.ndarray:
-    """The training mean plus the row's distinct words' deviations (out of fold where
-    `training` marks the row)."""
+    """The prior plus the row's distinct words' deviations; out of fold where `training`
+    marks the row (its fold's prior and the other folds' sums)."""
     full, out = devs
     scores = np.full(len(token_lists), float(fitted["prior"]))
+    inside = np.zeros(len(token_lists), dtype=bool) if training is None else training
+    folds = folds_of(token_lists) if inside.any() else np.zeros(len(token_lists), dtype=np.int64)
+    if inside.any():
+        scores[inside] = np.asarray(fitted["fold_priors"])[folds[inside]]
     lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
     flat = [w for tokens in token_lists for w in tokens]
-    if not flat:
+    if not flat or len(index) == 0:
         return scores
     positions = index.get_indexer(pd.Index(flat, dtype=object))
     rows = np.repeat(np.arange(len(token_lists)), lengths)
@@ -158,10 +178,6 @@ def raw_scores(
     # Each word once per row.
     pairs = np.unique(rows[known] * len(index) + positions[known])
     row, word = pairs // len(index), pairs % len(index)
-    contribution = full[word]
-    if training is not None and training.any():
-        folds = folds_of(token_lists)
-        inside = training[row]
-        contribution = np.where(inside, out[word, folds[row]], contribution)
+    contribution = np.where(inside[row], out[word, folds[row]], full[word])
     scores += np.bincount(row, weights=contribution, minlength=len(token_lists))
     return scores
