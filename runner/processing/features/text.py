@@ -258,13 +258,15 @@ class TextFeature(Feature):
     def _scale_score(self, fitted: dict, sample: pd.Series) -> dict:
         """The score z-scored, with quantile bin edges, as a number input gets them: both from
         the training sample's out-of-fold scores, the values training rows are given."""
+        # Never empty: a fitted score had a training row with a target, and the sample holds
+        # every training row up to its size.
         raw = self._raw_scores(sample, fitted, np.ones(len(sample), dtype=bool))
-        std = float(raw.std()) if len(raw) else 0.0
-        fitted["mean"] = float(raw.mean()) if len(raw) else float(fitted["prior"])
+        std = float(raw.std())
+        fitted["mean"] = float(raw.mean())
         fitted["std"] = std if std > 0 else 1.0
         fitted["sample_rows"] = len(raw)
         scaled = (raw - fitted["mean"]) / fitted["std"]
-        fitted["bin_edges"] = np.unique(bin_edges(scaled, BIN_EDGES)).tolist() if len(raw) else []
+        fitted["bin_edges"] = np.unique(bin_edges(scaled, BIN_EDGES)).tolist()
         return fitted
 
     def _raw_scores(self, series: pd.Series, fitted: dict, training) -> np.ndarray:

@@ -41,6 +41,16 @@ def folds_of(token_lists: list[list[str]]) -> np.ndarray:
     )
 
 
+def _row_words(token_lists: list[list[str]], codes: np.ndarray, width: int):
+    """(row, word code) of each distinct word of each row, from the flat tokens' codes in row
+    order; a negative code (a word outside the index) is left out."""
+    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
+    rows = np.repeat(np.arange(len(token_lists)), lengths)
+    known = codes >= 0
+    pairs = np.unique(rows[known] * width + codes[known])
+    return pairs // width, pairs % width
+
+
 def partial_stats(token_lists: list[list[str]], target: pd.Series, target_type: str) -> dict:
     """Per fold, and per word and fold: the rows (a word once per row) and their targets' sums
     by target key (a number's: "", a binary target's: each spelling of its values, which the
@@ -64,14 +74,9 @@ def partial_stats(token_lists: list[list[str]], target: pd.Series, target_type: 
         values[targeted],
         minlength=len(keys) * FOLDS,
     ).reshape(len(keys), FOLDS)
-    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
-    rows = np.repeat(np.arange(len(token_lists)), lengths)
     word_codes, words = pd.factorize(pd.Series([w for t in token_lists for w in t], dtype=object))
-    width = max(len(words), 1)
-    # Each word once per row, and only rows with a target.
-    pairs = np.unique(rows * width + word_codes)
-    row, word = pairs // width, pairs % width
-    row, word = row[has_target[row]], word[has_target[row]]
+    row, word = _row_words(token_lists, word_codes, max(len(words), 1))
+    row, word = row[has_target[row]], word[has_target[row]]  # only rows with a target
     cell = word * FOLDS + folds[row]
     counts = np.bincount(cell, minlength=len(words) * FOLDS).reshape(-1, FOLDS)
     sums = np.bincount(
@@ -165,19 +170,15 @@ def raw_scores(
     full, out = devs
     scores = np.full(len(token_lists), float(fitted["prior"]))
     inside = np.zeros(len(token_lists), dtype=bool) if training is None else training
-    folds = folds_of(token_lists) if inside.any() else np.zeros(len(token_lists), dtype=np.int64)
+    folds = np.zeros(len(token_lists), dtype=np.int64)
     if inside.any():
+        folds = folds_of(token_lists)
         scores[inside] = np.asarray(fitted["fold_priors"])[folds[inside]]
-    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
     flat = [w for tokens in token_lists for w in tokens]
     if not flat or len(index) == 0:
         return scores
     positions = index.get_indexer(pd.Index(flat, dtype=object))
-    rows = np.repeat(np.arange(len(token_lists)), lengths)
-    known = positions >= 0
-    # Each word once per row.
-    pairs = np.unique(rows[known] * len(index) + positions[known])
-    row, word = pairs // len(index), pairs % len(index)
+    row, word = _row_words(token_lists, positions, len(index))
     contribution = np.where(inside[row], out[word, folds[row]], full[word])
     scores += np.bincount(row, weights=contribution, minlength=len(token_lists))
     return scores
