@@ -16,10 +16,8 @@ from typing import Any, cast
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from runner.backends.auto import AutoBackend
 from runner.backends.base import Backend
-from runner.backends.horovod import HorovodBackend
-from runner.backends.ray import RayBackend
+from runner.backends.early import decide_backend
 from runner.config import FeatureConfig, RunConfig, TrainerConfig, check_config
 from runner.errors import UserError
 from runner.loading.base import Loader
@@ -113,18 +111,10 @@ class TrainerChoice:
         )
 
     def many_workers(self) -> str | None:
-        """Why this run needs several workers (hence Ray), if it does."""
-        s = self.settings
-        if s.num_workers and s.num_workers > 1:
-            return f"trainer.num_workers={s.num_workers}"
-        if s.elastic:
-            return f"trainer.min_workers={s.min_workers}"
-        return None
+        return self.settings.many_workers()
 
     def wants_ray(self) -> str | None:
-        if self.settings.strategy in ("horovod", "ddp"):
-            return f"trainer={self.settings.strategy}"
-        return self.many_workers() if self.settings.strategy == "auto" else None
+        return self.settings.wants_ray()
 
     def resolve(self, backend: Backend) -> Trainer:
         s = self.settings
@@ -245,30 +235,28 @@ class Run:
     inference: Inference | None = None
 
 
-def assemble(cfg: DictConfig, run_dir: str | Path) -> Plan:
-    """Checks the config, builds the components and decides the backend (backend=auto)."""
-    settings = check_config(cfg)
+def assemble(
+    cfg: DictConfig,
+    run_dir: str | Path,
+    settings: RunConfig | None = None,
+    backend: Backend | None = None,
+) -> Plan:
+    """Checks the config (unless `settings` are its checked form), builds the components and
+    decides the backend (unless `backend` was decided already: runner.backends.early)."""
+    settings = settings or check_config(cfg)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     trainer = instantiate(cfg.trainer, _convert_="object")
     processor = instantiate(cfg.processor)
     loader = instantiate(cfg.loader)
-    backend = instantiate(cfg.backend, _convert_="all")
-    if isinstance(backend, AutoBackend):
+    if backend is None:
         named = [
             f"{group}={c.name}"
             for group, c in (("processor", processor), ("loader", loader))
             if c.requires_ray
         ]
         serving = ["command=serve"] if settings.command == "serve" else []
-        backend = backend.detect(trainer.wants_ray() or next(iter(named + serving), None))
-    if isinstance(backend, HorovodBackend):
-        backend.timeline = trainer.settings.timeline
-    if isinstance(backend, RayBackend) and trainer.many_workers():
-        workers = trainer.settings.max_workers or trainer.settings.num_workers or 1
-        # One CPU besides the workers' for what feeds them (Ray Data's tasks, the scoring pool).
-        cpus = workers * trainer.settings.resources_per_worker.get("CPU", 0.0) + 1
-        backend.runtime.want_cpus(cpus, f"trainer.num_workers={workers}")
+        backend = decide_backend(cfg, settings, next(iter(named + serving), None))
     source = DataSource.from_config(settings.dataset)
     inference = None
     model = settings.model

@@ -37,6 +37,12 @@ RESULT_COMMANDS = ("experiment", "train", "evaluate")
 
 def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
     """Runs cfg.command; returns its metrics (empty for preprocess)."""
+    from runner.backends.early import abandon, start_ray_early
+    from runner.config import check_config
+
+    settings = check_config(cfg)
+    # A trainer that will need Ray has it start now, in a thread (runner/backends/early.py).
+    early = start_ray_early(cfg, settings)
     # The background process starts before anything else (runner/background.py): its
     # imports overlap the run's own. It does nothing visible until the command asks.
     from runner.background import Background
@@ -51,7 +57,11 @@ def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
     from runner.assembly import assemble
 
     try:
-        plan = assemble(cfg, run_dir)
+        try:
+            plan = assemble(cfg, run_dir, settings, early)
+        except BaseException:
+            abandon(early)
+            raise
         with plan.backend:
             _share_run_dir(plan)
             run = plan.resolve()

@@ -474,6 +474,26 @@ class TrainerConfig:
     def elastic(self) -> bool:
         return bool(self.min_workers)
 
+    def many_workers(self) -> str | None:
+        """Why this run needs several workers (hence Ray), if it does."""
+        if self.num_workers and self.num_workers > 1:
+            return f"trainer.num_workers={self.num_workers}"
+        if self.elastic:
+            return f"trainer.min_workers={self.min_workers}"
+        return None
+
+    def wants_ray(self) -> str | None:
+        """Why the trainer will need Ray, if it will (under horovodrun it never starts it)."""
+        if self.strategy in ("horovod", "ddp"):
+            return f"trainer={self.strategy}"
+        return self.many_workers() if self.strategy == "auto" else None
+
+    def cpus_wanted(self) -> float:
+        """CPUs for the workers, and one besides them for what feeds them (Ray Data's tasks,
+        the scoring pool)."""
+        workers = self.max_workers or self.num_workers or 1
+        return workers * self.resources_per_worker.get("CPU", 0.0) + 1
+
     @property
     def cpus_per_worker(self) -> float:
         """A worker holds one CPU unless resources_per_worker says otherwise."""

@@ -14,8 +14,10 @@ import contextlib
 import logging
 import math
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -100,6 +102,12 @@ class RayRuntime:
         self._target: str | None = None
         self._initialized_here = False
         self._wanted: tuple[float, str] | None = None
+        self._checked = False
+        # start_in_background's: the thread that starts Ray and holds it, and its events.
+        self._holder: threading.Thread | None = None
+        self._ready: threading.Event | None = None  # set once the start has ended
+        self._release = threading.Event()
+        self._start_error: BaseException | None = None
 
     def want_cpus(self, cpus: float, why: str) -> None:
         """A local Ray this run starts gets at least `cpus` logical CPUs (`why` needs them), more
@@ -158,13 +166,54 @@ class RayRuntime:
 
     def check(self) -> None:
         """Fails in seconds when the configured cluster cannot be reached (before any work)."""
-        if not session_active():
+        if not self._checked and not session_active():
             self._target = self.target_address()
+            self._checked = True
             if self._target:
                 use_token_if_there_is_one()  # before Ray is imported: it reads the mode once
 
+    def start_in_background(self) -> None:
+        """Starts or attaches to Ray in a thread, for a run that will need it: Ray's processes
+        start while this one imports, infers the features and preprocesses (start() waits).
+
+        Ray is imported first, by the calling thread: imported in the other, beside the run's
+        own imports, it would share stdlib packages with them, and two threads importing one
+        package's modules in opposite orders can see them half-initialized. The thread then
+        lives until stop(): the processes of a local Ray die with the thread that started them
+        (Ray binds them to it with Linux's PR_SET_PDEATHSIG, which follows threads)."""
+        if self.started or self._holder is not None or session_active():
+            return
+        self.check()  # an unreachable cluster fails now, in this thread
+        import ray  # noqa: F401
+
+        quiet_ray_data()
+        _hold_sigterm_for_ray()
+        ready, release = threading.Event(), threading.Event()
+
+        def start_and_hold() -> None:
+            try:
+                self._start_now()
+            except BaseException as error:  # start() raises it in the thread that asks
+                self._start_error = error
+            finally:
+                ready.set()
+            release.wait()
+
+        self._ready, self._release = ready, release
+        self._holder = threading.Thread(target=start_and_hold, name="ray-start", daemon=True)
+        self._holder.start()
+
     def start(self):
         """Starts or attaches to Ray (once); returns the ray module."""
+        if self._ready is not None:
+            self._ready.wait()
+            self._ready = None
+            error, self._start_error = self._start_error, None
+            if error is not None:
+                raise error
+        return self._start_now()
+
+    def _start_now(self):
         import ray
 
         if self.started:
@@ -216,11 +265,32 @@ class RayRuntime:
         return ray
 
     def stop(self) -> None:
+        if self._ready is not None:
+            self._ready.wait()  # a Ray half-started would outlive the run
+            self._ready = None
         if self._initialized_here:
             import ray
 
             shutdown(ray)
             self._initialized_here = False
+        if self._holder is not None:
+            self._release.set()
+            self._holder.join()
+            self._holder = None
+
+
+class _NoSigtermWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("SIGTERM handler is not set")
+
+
+def _hold_sigterm_for_ray() -> None:
+    """What ray.init does in the main thread and cannot do in another: SIGTERM exits through
+    sys.exit, so that Ray's atexit hook stops the Ray this process starts. Its warning that it
+    could not, logged from the starting thread, is dropped."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+    logging.getLogger("ray._private.worker").addFilter(_NoSigtermWarning())
 
 
 @contextlib.contextmanager

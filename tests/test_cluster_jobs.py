@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from helpers import ROOT, free_port, free_ports, run_cli, wait_until_serving
+from helpers import ROOT, error_lines, free_port, free_ports, run_cli, wait_until_serving
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 BIN = Path(sys.executable).parent
@@ -199,6 +199,74 @@ def test_a_local_ray_starts_without_the_api_server_and_stops_whole():
     assert not alive, [" ".join(p.cmdline()) for p in alive]
 
 
+def test_a_ray_started_in_a_thread_outlives_the_thread_and_stops_whole():
+    """start_in_background: Ray starts in a thread while this one goes on. Its processes die
+    with the thread that started them (PR_SET_PDEATHSIG), so the thread holds them until
+    stop(), which leaves neither the thread nor any of Ray's processes behind."""
+    import threading
+    import time
+
+    import psutil
+
+    from runner.runtime import RayRuntime
+
+    def holders() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "ray-start"]
+
+    runtime = RayRuntime(None, 1, None, None, 5.0, False, "127.0.0.1", free_port(), False)
+    runtime.start_in_background()
+    assert holders()  # started while this thread goes on
+    try:
+        ray = runtime.start()
+        time.sleep(2)  # long past the start: a thread that ended would have taken the GCS along
+        assert ray.get(ray.remote(lambda: 41 + 1).remote(), timeout=60) == 42
+        assert holders()
+        ray_processes = psutil.Process().children(recursive=True)
+    finally:
+        runtime.stop()
+    assert not holders() and not ray.is_initialized()
+    _, alive = psutil.wait_procs(ray_processes, timeout=10)
+    assert not alive, [" ".join(p.cmdline()) for p in alive]
+
+
+def test_a_run_that_fails_after_ray_started_early_leaves_no_ray_behind(tmp_path):
+    """The design card's call starts Ray while the run assembles; an error found after that
+    (here an unknown target, found by the feature inference) still ends with its one error
+    line, exit 2, and no Ray process left running."""
+    import psutil
+
+    def ray_processes() -> set[int]:  # GCS, raylet, agents, monitors, workers
+        found = set()
+        for p in psutil.process_iter(["cmdline"]):
+            command = " ".join(p.info["cmdline"] or [])
+            if "gcs_server" in command or "raylet" in command or "/ray/" in command:
+                found.add(p.pid)
+        return found
+
+    before = ray_processes()
+    result = run_cli(
+        "backend=ray",
+        "trainer.num_workers=2",
+        "dataset.target=nope",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env={"RAY_ADDRESS": ""},
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert error_lines(result) == [
+        line for line in result.stderr.splitlines() if "dataset.target=nope" in line
+    ]
+    assert "started a local Ray" in result.stdout + result.stderr  # it had started early
+    left = []
+    for pid in ray_processes() - before:
+        try:
+            left.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(left, timeout=10)
+    assert not alive
+
+
 def test_logs_a_person_can_read(tmp_path):
     """No ANSI codes and no Ray Data chatter on the console or in run.log; each worker's log in
     trainer.logdir; backend.worker_logs=true brings the workers' lines back."""
@@ -218,6 +286,7 @@ def test_logs_a_person_can_read(tmp_path):
     for text in (console, run_log):
         assert "\x1b[" not in text
         assert "Execution plan of Dataset" not in text and "SplitCoordinator" not in text
+        assert "SIGTERM handler is not set" not in text  # Ray started in a thread says so
     assert "trainer=auto picked horovod" in run_log
     assert sorted(p.name for p in logs.glob("rank-*.log")) == ["rank-0.log", "rank-1.log"]
     assert "epoch 2/2" in (logs / "rank-0.log").read_text()
