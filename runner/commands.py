@@ -43,6 +43,16 @@ def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
     settings = check_config(cfg)
     # A trainer that will need Ray has it start now, in a thread (runner/backends/early.py).
     early = start_ray_early(cfg, settings)
+    try:
+        return _run_command(cfg, run_dir, settings, early)
+    except BaseException:
+        # Stopped by the backend's exit once entered (stopping again does nothing); before
+        # that, here, or a process that goes on (a multirun, runner.api) would keep that Ray.
+        abandon(early)
+        raise
+
+
+def _run_command(cfg: DictConfig, run_dir: str | Path, settings, early) -> dict:
     # The background process starts before anything else (runner/background.py): its
     # imports overlap the run's own. It does nothing visible until the command asks.
     from runner.background import Background
@@ -57,11 +67,7 @@ def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
     from runner.assembly import assemble
 
     try:
-        try:
-            plan = assemble(cfg, run_dir, settings, early)
-        except BaseException:
-            abandon(early)
-            raise
+        plan = assemble(cfg, run_dir, settings, early)
         with plan.backend:
             _share_run_dir(plan)
             run = plan.resolve()

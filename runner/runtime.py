@@ -205,12 +205,11 @@ class RayRuntime:
 
     def start(self):
         """Starts or attaches to Ray (once); returns the ray module."""
-        if self._ready is not None:
-            self._ready.wait()
-            self._ready = None
-            error, self._start_error = self._start_error, None
-            if error is not None:
-                raise error
+        ready = self._ready  # one read: stop() may clear it
+        if ready is not None:
+            ready.wait()
+            if self._start_error is not None:  # every caller's error, not only the first's
+                raise self._start_error
         return self._start_now()
 
     def _start_now(self):
@@ -284,13 +283,16 @@ class _NoSigtermWarning(logging.Filter):
         return not str(record.msg).startswith("SIGTERM handler is not set")
 
 
+_SIGTERM_WARNING = _NoSigtermWarning()
+
+
 def _hold_sigterm_for_ray() -> None:
     """What ray.init does in the main thread and cannot do in another: SIGTERM exits through
     sys.exit, so that Ray's atexit hook stops the Ray this process starts. Its warning that it
-    could not, logged from the starting thread, is dropped."""
+    could not, logged from the starting thread, is then dropped (a filter added once)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
-    logging.getLogger("ray._private.worker").addFilter(_NoSigtermWarning())
+        logging.getLogger("ray._private.worker").addFilter(_SIGTERM_WARNING)
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@ cluster attaches to it; the dashboard key; a console and run.log without Ray's c
 ANSI codes, with each worker's log in trainer.logdir."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -229,21 +230,40 @@ def test_a_ray_started_in_a_thread_outlives_the_thread_and_stops_whole():
     assert not alive, [" ".join(p.cmdline()) for p in alive]
 
 
-def test_a_run_that_fails_after_ray_started_early_leaves_no_ray_behind(tmp_path):
+def test_a_run_that_fails_after_ray_started_early_stops_it(tmp_path, monkeypatch, caplog):
     """The design card's call starts Ray while the run assembles; an error found after that
-    (here an unknown target, found by the feature inference) still ends with its one error
-    line, exit 2, and no Ray process left running."""
+    (an unknown target, found by the feature inference) stops that Ray before it reaches the
+    caller. In process (runner.api.train, as a notebook calls it), which goes on afterwards:
+    no starting thread, no Ray session, none of its processes left."""
+    import threading
+
     import psutil
+    import ray
 
-    def ray_processes() -> set[int]:  # GCS, raylet, agents, monitors, workers
-        found = set()
-        for p in psutil.process_iter(["cmdline"]):
-            command = " ".join(p.info["cmdline"] or [])
-            if "gcs_server" in command or "raylet" in command or "/ray/" in command:
-                found.add(p.pid)
-        return found
+    from runner.api import train
+    from runner.errors import UserError
 
-    before = ray_processes()
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    caplog.set_level(logging.INFO, logger="runner.runtime")
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(UserError, match="dataset.target=nope is not a column"):
+        train(
+            None,
+            "nope",
+            ["backend=ray", "trainer.num_workers=2", f"cache_dir={tmp_path / 'cache'}"],
+            run_dir=tmp_path / "run",
+        )
+    assert "started a local Ray" in caplog.text  # early, before the inference failed
+    assert not [t for t in threading.enumerate() if t.name == "ray-start"]
+    assert not ray.is_initialized()
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    _, alive = psutil.wait_procs(left, timeout=10)
+    assert not alive, [" ".join(p.cmdline()) for p in alive]
+
+
+def test_the_cli_fails_after_ray_started_early_with_its_one_error_line(tmp_path):
+    """The same from run.py: the Ray it had started is stopped (its start waited for), then the
+    one error line and exit 2."""
     result = run_cli(
         "backend=ray",
         "trainer.num_workers=2",
@@ -253,18 +273,8 @@ def test_a_run_that_fails_after_ray_started_early_leaves_no_ray_behind(tmp_path)
         env={"RAY_ADDRESS": ""},
     )
     assert result.returncode == 2, result.stderr[-3000:]
-    assert error_lines(result) == [
-        line for line in result.stderr.splitlines() if "dataset.target=nope" in line
-    ]
+    assert len(error_lines(result)) == 1 and "dataset.target=nope" in error_lines(result)[0]
     assert "started a local Ray" in result.stdout + result.stderr  # it had started early
-    left = []
-    for pid in ray_processes() - before:
-        try:
-            left.append(psutil.Process(pid))
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(left, timeout=10)
-    assert not alive
 
 
 def test_logs_a_person_can_read(tmp_path):
