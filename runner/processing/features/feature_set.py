@@ -109,11 +109,15 @@ class FeatureSet:
 def fit_partial(frame: pd.DataFrame, row_ids: np.ndarray, features: FeatureSet) -> dict:
     """Statistics of one partition of training rows (a text's target score reads the first
     output's values beside its own)."""
-    stats = {f.name: f.partial_stats(frame[f.name], row_ids) for f in features.all}
-    for feature in features.inputs:
+    stats = {}
+    for feature in features.all:
         if isinstance(feature, TextFeature) and feature.scores_target:
             target = frame[features.outputs[0].name]
-            stats[feature.name]["score"] = feature.partial_target_stats(frame[feature.name], target)
+            stats[feature.name] = feature.partial_stats_and_score(
+                frame[feature.name], row_ids, target
+            )
+        else:
+            stats[feature.name] = feature.partial_stats(frame[feature.name], row_ids)
     return stats
 
 

@@ -171,21 +171,30 @@ class TextFeature(Feature):
             "they cost accuracy: docs/accuracy.md)"
         )
 
-    def _tokens(self, series: pd.Series, max_tokens: int, ngrams: int) -> list[list[str]]:
+    def _words(self, series: pd.Series, max_tokens: int) -> list[list[str]]:
+        """Each row's first max_tokens words: what the vocabulary's unigrams and the target
+        score read (tokenized once per partition for both)."""
         text = series.fillna("").astype(str)
         if self.options["lowercase"]:
             text = text.str.lower()
-        token_lists = [tokens[:max_tokens] for tokens in text.str.findall(r"\w+").tolist()]
-        if ngrams == 2:
-            token_lists = [
-                t + [f"{a} {b}" for a, b in zip(t, t[1:], strict=False)] for t in token_lists
-            ]
-        return token_lists
+        return [tokens[:max_tokens] for tokens in text.str.findall(r"\w+").tolist()]
 
-    def partial_stats(self, series, row_ids):
+    @staticmethod
+    def _with_ngrams(words: list[list[str]], ngrams: int) -> list[list[str]]:
+        if ngrams == 2:
+            return [t + [f"{a} {b}" for a, b in zip(t, t[1:], strict=False)] for t in words]
+        return words
+
+    def _tokens(self, series: pd.Series, max_tokens: int, ngrams: int) -> list[list[str]]:
+        return self._with_ngrams(self._words(series, max_tokens), ngrams)
+
+    def partial_stats(self, series, row_ids, words: list[list[str]] | None = None):
+        """`words`: the series' _words, when the caller has them already."""
         if self.options["encoding"] == "hashing":
             return {}
-        tokens = self._tokens(series, int(self.options["max_tokens"]), int(self.options["ngrams"]))
+        if words is None:
+            words = self._words(series, int(self.options["max_tokens"]))
+        tokens = self._with_ngrams(words, int(self.options["ngrams"]))
         counts: Counter = Counter(t for row in tokens for t in row)
         stats: dict = {"counts": dict(counts)}
         if self._wants_components or self.scores_target:
@@ -197,11 +206,14 @@ class TextFeature(Feature):
             stats["sample"] = bottom_k_sample(texts.to_numpy(dtype=object), row_ids)
         return stats
 
-    def partial_target_stats(self, series: pd.Series, target: pd.Series) -> dict:
-        """The target score's statistics of one partition (its words' targets, per fold)."""
+    def partial_stats_and_score(self, series: pd.Series, row_ids, target: pd.Series) -> dict:
+        """partial_stats, with the target score's statistics of the partition (its words'
+        targets, per fold) under "score"."""
         assert self.target_type is not None
-        words = self._tokens(series, int(self.options["max_tokens"]), 1)
-        return text_score.partial_stats(words, target, self.target_type)
+        words = self._words(series, int(self.options["max_tokens"]))
+        stats = self.partial_stats(series, row_ids, words)
+        stats["score"] = text_score.partial_stats(words, target, self.target_type)
+        return stats
 
     def combine(self, partials):
         shape = {
@@ -270,11 +282,15 @@ class TextFeature(Feature):
         return fitted
 
     def _raw_scores(self, series: pd.Series, fitted: dict, training) -> np.ndarray:
+        return self._scores_of(
+            self._words(series, int(self.options["max_tokens"])), fitted, training
+        )
+
+    def _scores_of(self, words: list[list[str]], fitted: dict, training) -> np.ndarray:
         cached = self._score_cache
         if cached is None or cached[0] is not fitted["sums"]:
             index = pd.Index(fitted["words"], dtype=object)
             cached = self._score_cache = (fitted["sums"], index, text_score.deviations(fitted))
-        words = self._tokens(series, int(self.options["max_tokens"]), 1)
         return text_score.raw_scores(words, fitted, cached[1], cached[2], training)
 
     def _fit_components(self, texts: pd.Series, stats: dict, count: int) -> dict | None:
@@ -337,9 +353,13 @@ class TextFeature(Feature):
         return int(stats["num_buckets"])
 
     def _ids(self, series: pd.Series, stats: dict) -> tuple[np.ndarray, np.ndarray]:
+        return self._ids_of(
+            self._tokens(series, stats["max_tokens"], stats.get("ngrams", 1)), stats
+        )
+
+    def _ids_of(self, token_lists: list[list[str]], stats: dict) -> tuple[np.ndarray, np.ndarray]:
         """(flat vocabulary ids, tokens per row): 1 for a token outside the vocabulary; an empty
         text has no tokens here."""
-        token_lists = self._tokens(series, stats["max_tokens"], stats.get("ngrams", 1))
         lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int32, count=len(token_lists))
         flat = [tok for tokens in token_lists for tok in tokens]
         if not flat:
@@ -359,7 +379,8 @@ class TextFeature(Feature):
     def transform(self, series, stats, row_ids, training: np.ndarray | None = None):
         """`training`: the rows of the training split (scored out of fold); None for rows
         that are not (a Predictor's, a server's)."""
-        ids, counts = self._ids(series, stats)
+        words = self._words(series, stats["max_tokens"])  # the score's too: tokenized once
+        ids, counts = self._ids_of(self._with_ngrams(words, stats.get("ngrams", 1)), stats)
         keep = np.ones(len(counts), dtype=bool)
         if "vocab" not in stats:
             return list_column(ids, counts, series.index), keep
@@ -379,7 +400,7 @@ class TextFeature(Feature):
                 columns[column] = projected[:, i]
         if "score" in stats:
             fitted = stats["score"]
-            scaled = (self._raw_scores(series, fitted, training) - fitted["mean"]) / fitted["std"]
+            scaled = (self._scores_of(words, fitted, training) - fitted["mean"]) / fitted["std"]
             columns[score_column(self.name)] = scaled.astype(np.float32)
         return columns, keep
 

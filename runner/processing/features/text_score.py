@@ -82,12 +82,16 @@ def partial_stats(token_lists: list[list[str]], target: pd.Series, target_type: 
     sums = np.bincount(
         cell * len(keys) + key_codes[row], values[row], minlength=len(words) * FOLDS * len(keys)
     ).reshape(len(words), FOLDS, len(keys))
+    # As Python lists up front: one dict per word is built from them, with no numpy call per
+    # word (profiled: 38k words of imdb's titles cost 0.3 s in per-word numpy calls).
+    present = np.logical_or(sums.any(axis=1), target_type == "number").tolist()  # [word][key]
+    rows_of = counts.tolist()
+    sums_of = [sums[:, :, k].tolist() for k in range(len(keys))]
     entries = {}
-    for i in np.flatnonzero(counts.sum(axis=1)):
-        present = np.flatnonzero(sums[i].any(axis=0) | (target_type == "number"))
+    for i in np.flatnonzero(counts.sum(axis=1)).tolist():
         entries[str(words[i])] = {
-            "rows": counts[i].tolist(),
-            "sums": {keys[k]: sums[i, :, k].tolist() for k in present},
+            "rows": rows_of[i],
+            "sums": {keys[k]: sums_of[k][i] for k in range(len(keys)) if present[i][k]},
         }
     return {
         "rows": fold_rows.tolist(),
