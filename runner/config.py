@@ -488,11 +488,15 @@ class TrainerConfig:
             return f"trainer={self.strategy}"
         return self.many_workers() if self.strategy == "auto" else None
 
+    @property
+    def most_workers(self) -> int:
+        """The most workers the run may train on at once (elastic runs: max_workers)."""
+        return self.max_workers or self.num_workers or 1
+
     def cpus_wanted(self) -> float:
         """CPUs for the workers, and one besides them for what feeds them (Ray Data's tasks,
         the scoring pool)."""
-        workers = self.max_workers or self.num_workers or 1
-        return workers * self.resources_per_worker.get("CPU", 0.0) + 1
+        return self.most_workers * self.resources_per_worker.get("CPU", 0.0) + 1
 
     @property
     def cpus_per_worker(self) -> float:

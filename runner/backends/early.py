@@ -31,8 +31,8 @@ def decide_backend(cfg: DictConfig, settings: RunConfig, components: str | None 
     if isinstance(backend, HorovodBackend):
         backend.timeline = trainer.timeline
     if isinstance(backend, RayBackend) and trainer.many_workers():
-        workers = trainer.max_workers or trainer.num_workers or 1
-        backend.runtime.want_cpus(trainer.cpus_wanted(), f"trainer.num_workers={workers}")
+        why = f"trainer.num_workers={trainer.most_workers}"
+        backend.runtime.want_cpus(trainer.cpus_wanted(), why)
     return backend
 
 
