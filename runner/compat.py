@@ -40,8 +40,20 @@ INTERNALS = (
     Internal(
         "ray._private.node",
         "Node.start_api_server",
-        "runner/runtime.py: without_api_server",
+        "runner/runtime.py: lean_local_ray",
         "a local Ray without the dashboard waits 1.2-1.4 s for the dashboard head's URL again",
+    ),
+    Internal(
+        "ray._private.node",
+        "Node.start_monitor",
+        "runner/runtime.py: lean_local_ray",
+        "a local Ray starts its autoscaler monitor again (0.6 s of CPU beside the run's start)",
+    ),
+    Internal(
+        "ray._private.node",
+        "Node.start_log_monitor",
+        "runner/runtime.py: lean_local_ray",
+        "a local Ray whose workers' logs stay off starts its log monitor again (0.7 s of CPU)",
     ),
     Internal(
         "ray._private.worker",

@@ -241,7 +241,7 @@ class RayRuntime:
         else:
             # "local": Ray would otherwise attach to whatever cluster `ray start` left running
             # here (its address file), ignoring num_cpus; null means a Ray of this run's own.
-            with without_api_server(ray, skip=not self.dashboard):
+            with lean_local_ray(ray, dashboard=self.dashboard, worker_logs=self.worker_logs):
                 context = ray.init(
                     address="local",
                     # Whole numbers: the config checks num_cpus and num_gpus, _local_cpus rounds up.
@@ -296,27 +296,40 @@ def _hold_sigterm_for_ray() -> None:
 
 
 @contextlib.contextmanager
-def without_api_server(ray, skip: bool):
-    """Starts a local Ray without its API server when the dashboard is off.
+def lean_local_ray(ray, dashboard: bool, worker_logs: bool):
+    """Starts a local Ray without the head processes nothing of a run's uses.
 
-    With include_dashboard=False, Ray 2.60 still starts the dashboard's head process, loaded
-    with nothing but its usage-stats module (which cannot report from here), and ray.init
-    polls until that process has published its URL: 1.2-1.4 s of the 2.6-4 s start profiled
-    on these machines. Nothing a run does talks to it (no dashboard, no job server in a Ray
-    of its own). Ray's private Node class: where the method is missing, Ray starts as usual
-    (listed in runner/compat.py, whose test checks it on every upgrade).
+    - The API server, when the dashboard is off: with include_dashboard=False, Ray 2.60 still
+      starts the dashboard's head process, loaded with nothing but its usage-stats module, and
+      ray.init polls until it has published its URL (1.2-1.4 s of the 2.6-4 s start profiled
+      here). Nothing a run does talks to it (no dashboard, no job server in a Ray of its own).
+    - The autoscaler monitor: a local Ray has no cluster config, so nothing to scale, and the
+      monitor's import (0.6 s of CPU) contends with the run's own start on small machines; it
+      also made ray.shutdown() wait (see shutdown below).
+    - The log monitor, when workers' logs are not forwarded (log_to_driver=False): it tails the
+      workers' log files only to publish them to the driver (0.7 s of CPU at the start).
+    Each is a method of Ray's private Node class, set aside for this one start; where one is
+    missing, Ray starts it as usual (listed in runner/compat.py, whose test checks them on every
+    upgrade). Attaching to a cluster creates no Node: nothing changes there.
     """
     node_class = getattr(getattr(getattr(ray, "_private", None), "node", None), "Node", None)
-    original = getattr(node_class, "start_api_server", None)
-    if not skip or original is None:
-        yield
-        return
-    assert node_class is not None  # it has the method
-    node_class.start_api_server = lambda self, **kwargs: None
+    skipped = {
+        "start_api_server": not dashboard,
+        "start_monitor": True,
+        "start_log_monitor": not worker_logs,
+    }
+    originals = {
+        name: getattr(node_class, name)
+        for name, skip in skipped.items()
+        if skip and hasattr(node_class, name)
+    }
+    for name in originals:
+        setattr(node_class, name, lambda self, **kwargs: None)
     try:
         yield
     finally:
-        node_class.start_api_server = original
+        for name, original in originals.items():
+            setattr(node_class, name, original)
 
 
 def shutdown(ray) -> None:
@@ -328,7 +341,8 @@ def shutdown(ray) -> None:
     ray.shutdown() took here (profiled). A local Ray has nothing for it to scale, so it
     goes first, at once. Only a Ray this process started lists the monitor among its own
     processes (Ray's private node handle: where it is missing, shutdown is as before; listed in
-    runner/compat.py).
+    runner/compat.py), and one started through lean_local_ray has none, unless an upgrade
+    removed the method that skips it.
     """
     node = getattr(getattr(ray, "_private", None), "worker", None)
     node = getattr(node, "_global_node", None)

@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -175,29 +176,42 @@ def test_dashboard_key(tmp_path):
     assert "ray dashboard:" not in default.stdout + default.stderr
 
 
-def test_a_local_ray_starts_without_the_api_server_and_stops_whole():
-    """With the dashboard off, a run's own Ray starts no dashboard head (Ray's method is put
-    back afterwards), still runs tasks, and stop() leaves none of its processes behind."""
+@pytest.mark.parametrize("worker_logs", [False, True], ids=["logs-off", "logs-to-driver"])
+def test_a_local_ray_starts_lean_and_stops_whole(worker_logs, capfd):
+    """A run's own Ray starts no dashboard head (dashboard off) and no autoscaler monitor, and
+    its log monitor only where workers' logs go to the driver (Ray's methods are put back
+    afterwards); it still runs tasks, forwards a worker's print exactly when asked to, and
+    stop() leaves none of its processes behind."""
     import psutil
     import ray
 
     from runner.runtime import RayRuntime
 
-    original = ray._private.node.Node.start_api_server
-    runtime = RayRuntime(None, 1, None, None, 5.0, False, "127.0.0.1", free_port(), False)
+    node = ray._private.node.Node
+    originals = (node.start_api_server, node.start_monitor, node.start_log_monitor)
+    runtime = RayRuntime(None, 1, None, None, 5.0, False, "127.0.0.1", free_port(), worker_logs)
     runtime.check()
     runtime.start()
     try:
-        assert ray._private.node.Node.start_api_server is original
+        assert (node.start_api_server, node.start_monitor, node.start_log_monitor) == originals
         commands = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
         assert any("raylet" in c for c in commands), commands
         assert not any("dashboard/dashboard.py" in c for c in commands), commands
-        assert ray.get(ray.remote(lambda: 41 + 1).remote()) == 42
+        assert not any("autoscaler/_private/monitor.py" in c for c in commands), commands
+        assert any("log_monitor.py" in c for c in commands) == worker_logs, commands
+
+        def shout() -> int:
+            print("a line from the worker", flush=True)
+            return 42
+
+        assert ray.get(ray.remote(shout).remote()) == 42
         ray_processes = psutil.Process().children(recursive=True)
+        time.sleep(1.5)  # the log monitor publishes what it tailed about every 0.1-1 s
     finally:
         runtime.stop()
     _, alive = psutil.wait_procs(ray_processes, timeout=10)
     assert not alive, [" ".join(p.cmdline()) for p in alive]
+    assert ("a line from the worker" in capfd.readouterr().out) == worker_logs
 
 
 def test_a_ray_started_in_a_thread_outlives_the_thread_and_stops_whole():
@@ -205,7 +219,6 @@ def test_a_ray_started_in_a_thread_outlives_the_thread_and_stops_whole():
     with the thread that started them (PR_SET_PDEATHSIG), so the thread holds them until
     stop(), which leaves neither the thread nor any of Ray's processes behind."""
     import threading
-    import time
 
     import psutil
 

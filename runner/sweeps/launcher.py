@@ -124,7 +124,11 @@ class RayTrialLauncherBase(Launcher):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         if not ray.is_initialized():
-            with runtime.without_api_server(ray, skip=not init.get("include_dashboard")):
+            with runtime.lean_local_ray(
+                ray,
+                dashboard=bool(init.get("include_dashboard")),
+                worker_logs=init.get("log_to_driver", True) is not False,
+            ):
                 start_ray(OmegaConf.create(init))
             if init["address"] == "local":
                 # Before Ray's own exit hook (hooks run last-registered first): the sweep's
