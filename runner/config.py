@@ -13,12 +13,23 @@ import dataclasses
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
-
-from hydra.core.config_store import ConfigStore
-from omegaconf import II, MISSING, DictConfig, ListConfig, OmegaConf
+from typing import TYPE_CHECKING, Any, cast
 
 from runner.errors import UserError
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+# OmegaConf's markers, spelt out: a training worker unpickles these dataclasses without
+# importing OmegaConf or Hydra (0.25 s of a fresh Ray actor's start); tests/test_config.py
+# checks that they equal omegaconf.MISSING and omegaconf.II.
+MISSING = "???"
+
+
+def II(interpolation: str) -> Any:
+    """A field default that interpolates another key (omegaconf.II)."""
+    return "${" + interpolation + "}"
+
 
 COMMANDS = (
     "experiment",
@@ -797,6 +808,8 @@ class RunConfig:
 def _unknown_keys(node, path: str):
     """(dotted key, known keys) for every key of a schema-typed node that its schema lacks
     (Hydra's `+key=value` adds such keys without a complaint)."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
     if isinstance(node, DictConfig):
         schema = OmegaConf.get_type(node)
         known = (
@@ -831,12 +844,17 @@ def check_config(cfg: DictConfig) -> RunConfig:
             )
         )
         raise UserError(f"{key} is not a config key; {hint}")
+    from omegaconf import OmegaConf
+
     return cast(RunConfig, OmegaConf.to_object(cfg))  # a structured config: its dataclass
 
 
 def register_configs() -> None:
     # Schemas live at the root (<group>_<option>_schema), not in the groups: Hydra lists a
-    # group's every entry as its options, in --help and in its errors.
+    # group's every entry as its options, in --help and in its errors. Hydra is imported here:
+    # a training worker unpickles these dataclasses and never needs it (0.1 s of its start).
+    from hydra.core.config_store import ConfigStore
+
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=RunConfig)
     cs.store(name="backend_local_schema", node=LocalBackendConfig)

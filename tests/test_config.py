@@ -145,3 +145,16 @@ def test_the_default_config_is_valid_and_typed():
     settings = check_config(compose_config([]))
     assert settings.trainer.strategy == "auto" and settings.trainer.early_stopping.patience == 5
     assert settings.model.hidden_size == 256
+
+
+def test_the_spelt_out_markers_are_omegaconfs():
+    """runner.config spells out OmegaConf's MISSING and II (a worker unpickles the settings
+    without importing OmegaConf): they must stay what OmegaConf means by them."""
+    import omegaconf
+
+    from runner import config
+
+    assert config.MISSING == omegaconf.MISSING
+    assert config.II("trainer.num_workers") == omegaconf.II("trainer.num_workers")
+    feature = omegaconf.OmegaConf.structured(config.FeatureConfig)
+    assert omegaconf.OmegaConf.is_missing(feature, "name")

@@ -131,3 +131,29 @@ def test_the_epochs_training_metrics_come_from_an_even_bounded_sample():
     assert rows <= 1000 and len(held) >= 50  # bounded, and at least half the cap
     stride = held[1] - held[0]
     assert held == list(range(0, 1000, stride))  # evenly spread over the whole epoch
+
+
+def test_as_numpy_reads_what_to_numpy_reads():
+    """The loader's buffer reads (runner/loading/tensors.py: no pandas import) give what
+    pyarrow's to_numpy gives: several chunks, a sliced chunk (an offset into its buffer), every
+    fixed-width type; nulls, booleans and no chunks go through to_numpy itself."""
+    import pyarrow as pa
+
+    from runner.loading.tensors import as_numpy
+
+    cases = [
+        pa.chunked_array([pa.array([1.5, 2.5, 3.5], pa.float32()), pa.array([4.5], pa.float32())]),
+        pa.chunked_array([pa.array(np.arange(10), pa.int64()).slice(3, 4)]),
+        pa.array([7, 8, 9], pa.int32()).slice(1),
+        pa.array(np.arange(5, dtype=np.uint16)),
+        pa.array([1.0, 2.0], pa.float64()),
+        pa.chunked_array([pa.array([1.0, None, 3.0], pa.float32())]),
+        pa.array([True, False, True]),
+        pa.chunked_array([], type=pa.float32()),
+        pa.array([[1, 2], [3]], pa.list_(pa.int32())).offsets,
+        pa.array([[1, 2], [3]], pa.list_(pa.int32())).slice(1).flatten(),
+    ]
+    for array in cases:
+        got, want = as_numpy(array), array.to_numpy(zero_copy_only=False)
+        assert got.dtype == want.dtype, array
+        np.testing.assert_array_equal(got, want)

@@ -579,3 +579,64 @@ def test_auto_precision_is_bf16_steps_on_a_native_bf16_cpu_and_scoring_stays_ful
         evaluated = next(step.evaluation().chunks([Chunk()]))[1]["out"]
     assert not torch.equal(steps.float(), full)  # the steps' autocast is really bf16
     assert torch.equal(evaluated, full)  # and validation is not
+
+
+WORKER = """
+import pickle, sys
+from runner.training.loop import run_training
+from runner.training.strategies import LocalStrategy
+
+with open(sys.argv[1], "rb") as f:
+    job = pickle.load(f)
+result = run_training(job, LocalStrategy(use_gpu=False))
+heavy = sorted(m for m in ("pandas", "hydra", "omegaconf", "scipy") if m in sys.modules)
+print(",".join(heavy) + "|" + str(len(result.history)) + "|" + str(result.best_value))
+"""
+
+
+def test_a_training_worker_imports_neither_pandas_nor_hydra(tmp_path, mixed_csv, monkeypatch):
+    """What a fresh worker (a Horovod or DDP actor on Ray) does, in a fresh process: unpickle
+    the job and train it. It reads the cache without pandas and the settings without OmegaConf
+    or Hydra, which a fresh actor would otherwise import before its first step (0.5-0.8 s,
+    profiled). Every input type is there; the outputs are labels (a number output's decoder
+    imports the feature code, and loader=local, elastic runs' loader, reads through
+    pyarrow.dataset, which imports pandas)."""
+    import pickle
+
+    from runner.api import train
+    from runner.training.trainers import LocalTrainer
+
+    job_file = tmp_path / "job.pkl"
+
+    class Captured(Exception):
+        pass
+
+    def capture(self, make_job, backend):
+        job_file.write_bytes(pickle.dumps(make_job(1)))
+        raise Captured
+
+    monkeypatch.setattr(LocalTrainer, "fit", capture)
+    inputs = MIXED_MODEL[0]
+    with pytest.raises(Captured):
+        train(
+            str(mixed_csv),
+            overrides=[
+                inputs,
+                "model.output_features=[{name:good,type:binary},{name:grade,type:category}]",
+                "loader=ray",
+                f"cache_dir={tmp_path / 'cache'}",
+                *FAST,
+            ],
+            run_dir=tmp_path / "run",
+        )
+    worker = subprocess.run(
+        [sys.executable, "-c", WORKER, str(job_file)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert worker.returncode == 0, worker.stderr[-3000:]
+    heavy, epochs, loss = worker.stdout.strip().splitlines()[-1].split("|")
+    assert heavy == "", worker.stdout + worker.stderr[-3000:]  # none of them was imported
+    assert int(epochs) == 3 and 0 < float(loss) < 5

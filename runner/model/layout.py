@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from runner.config import ModelConfig
-from runner.processing.features import (
-    SetFeature,
-    TextFeature,
+from runner.processing.columns import (
+    FIRST_TOKEN_ID,
     component_columns,
     components_of,
     date_columns,
     missing_column,
     score_column,
+    text_table_size,
     vector_columns,
 )
 
@@ -78,7 +78,7 @@ class Layout:
             elif info["type"] == "category":
                 categories.append((name, len(info["stats"]["vocab"]) + 1, embedding))
             elif info["type"] == "text":
-                texts.append((name, TextFeature.size(info["stats"]), embedding))
+                texts.append((name, text_table_size(info["stats"]), embedding))
                 # Its TF-IDF components join the numbers (z-scored already; no bins).
                 columns = component_columns(name, components_of(info["stats"]))
                 numeric.extend(columns)
@@ -90,7 +90,7 @@ class Layout:
                     unknown.append(name)
                     counts[name] = info["stats"].get("vocab_counts")
             elif info["type"] == "set":  # ids 0 (padding) and 1 (unseen) before the vocabulary
-                texts.append((name, len(info["stats"]["vocab"]) + SetFeature.FIRST_ID, embedding))
+                texts.append((name, len(info["stats"]["vocab"]) + FIRST_TOKEN_ID, embedding))
         for name in meta["output_features"]:
             info = meta["features"][name]
             stats = info["stats"]

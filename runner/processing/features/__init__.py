@@ -7,15 +7,23 @@ one `transform` per partition, whatever the engine); each type lives in a module
 module plus one line in `registry`.
 """
 
+from runner.processing.columns import (
+    DATE_CYCLES,
+    ROW_ID,
+    component_columns,
+    components_of,
+    date_columns,
+    missing_column,
+    score_column,
+    vector_columns,
+)
 from runner.processing.features.base import (
     PREPROCESSING_VERSION,
-    ROW_ID,
     UNKNOWN_TOKEN,
     Feature,
     as_strings,
     numbers_from_text,
 )
-from runner.processing.features.date import DATE_CYCLES, date_columns
 from runner.processing.features.feature_set import (
     FeatureSet,
     automatic_choices,
@@ -24,16 +32,10 @@ from runner.processing.features.feature_set import (
     transform_columns,
     transform_frame,
 )
-from runner.processing.features.number import BIN_EDGES, missing_column
+from runner.processing.features.number import BIN_EDGES
 from runner.processing.features.registry import FEATURE_TYPES, build_feature
 from runner.processing.features.sets import SetFeature
-from runner.processing.features.text import (
-    TextFeature,
-    component_columns,
-    components_of,
-    score_column,
-)
-from runner.processing.features.vector import vector_columns
+from runner.processing.features.text import TextFeature
 
 __all__ = [
     "BIN_EDGES",

@@ -26,7 +26,6 @@ from runner.processing.split import uniform_from_ids
 PREPROCESSING_VERSION = 4
 
 UNKNOWN_TOKEN = "<UNK>"
-ROW_ID = "__row__"  # the raw row number, kept beside the processed columns
 
 # What pandas' to_numeric would read as a number (inf and nan included, any case).
 _NUMBER_TEXT = r"(?i)[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|inf(?:inity)?|nan)"

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
+from runner.processing.columns import DATE_CYCLES, date_columns
 from runner.processing.features.base import (
     Feature,
     as_strings,
@@ -13,23 +14,6 @@ from runner.processing.features.base import (
     numbers_from_text,
     seen_count,
 )
-
-# A date becomes these numbers: its place in time (z-scored seconds), its year (z-scored),
-# and each calendar cycle as a point on a circle, so December sits next to January.
-DATE_CYCLES = {
-    "month": 12,
-    "day": 31,
-    "weekday": 7,
-    "dayofyear": 366,
-    "hour": 24,
-    "minute": 60,
-}
-
-
-def date_columns(name: str) -> list[str]:
-    """The processed columns of a date feature, in order (the model reads them as numbers)."""
-    cycles = [f"{name}.{part}_{f}" for part in DATE_CYCLES for f in ("sin", "cos")]
-    return [f"{name}.time", f"{name}.year", *cycles, f"{name}.missing"]
 
 
 class DateFeature(Feature):

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
-from runner.processing.features.base import ROW_ID, Feature
+from runner.processing.columns import ROW_ID
+from runner.processing.features.base import Feature
 from runner.processing.features.registry import build_feature
 from runner.processing.features.text import TextFeature
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
+from runner.processing.columns import missing_column
 from runner.processing.features.base import (
     Feature,
     bottom_k_sample,
@@ -203,11 +204,6 @@ class NumberFeature(Feature):
         if stats.get("missing_flag"):
             return {self.name: values, missing_column(self.name): missing.astype(np.float32)}, keep
         return values, keep
-
-
-def missing_column(name: str) -> str:
-    """The processed flag column of a number input that had missing values in training."""
-    return f"{name}.missing"
 
 
 BIN_EDGES = 33  # quantile edges kept per number input: up to 32 bins for the encoder

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
+from runner.processing.columns import FIRST_TOKEN_ID
 from runner.processing.features.base import Feature, merged_vocabulary
 from runner.processing.features.text import token_lists
 
@@ -20,7 +21,7 @@ class SetFeature(Feature):
 
     type_name = "set"
     defaults = {"delimiter": "|", "max_vocab_size": 10000, "min_count": 1, "lowercase": False}
-    FIRST_ID = 2
+    FIRST_ID = FIRST_TOKEN_ID
 
     def _members(self, series: pd.Series) -> list[list[str]]:
         delimiter, lowercase = str(self.options["delimiter"]), self.options["lowercase"]

@@ -13,6 +13,12 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from runner.errors import UserError
+from runner.processing.columns import (
+    FIRST_TOKEN_ID,
+    component_columns,
+    score_column,
+    text_table_size,
+)
 from runner.processing.features import text_score
 from runner.processing.features.base import (
     Feature,
@@ -80,7 +86,7 @@ class TextFeature(Feature):
         "components": "auto",
         "target_score": "auto",
     }
-    FIRST_ID = 2  # 0: padding, 1: unknown
+    FIRST_ID = FIRST_TOKEN_ID  # 0: padding, 1: unknown
 
     def __init__(self, cfg: dict, role: str):
         super().__init__(cfg, role)
@@ -348,9 +354,7 @@ class TextFeature(Feature):
     @staticmethod
     def size(stats: dict) -> int:
         """Rows of the embedding table: padding, unknown and the vocabulary (or the buckets)."""
-        if "vocab" in stats:
-            return len(stats["vocab"]) + TextFeature.FIRST_ID
-        return int(stats["num_buckets"])
+        return text_table_size(stats)
 
     def _ids(self, series: pd.Series, stats: dict) -> tuple[np.ndarray, np.ndarray]:
         return self._ids_of(
@@ -403,20 +407,6 @@ class TextFeature(Feature):
             scaled = (self._scores_of(words, fitted, training) - fitted["mean"]) / fitted["std"]
             columns[score_column(self.name)] = scaled.astype(np.float32)
         return columns, keep
-
-
-def component_columns(name: str, count: int) -> list[str]:
-    return [f"{name}.component{i}" for i in range(count)]
-
-
-def score_column(name: str) -> str:
-    return f"{name}.score"
-
-
-def components_of(stats: dict) -> int:
-    """How many component columns a text feature's statistics give (0: none)."""
-    fitted = stats.get("components")
-    return len(fitted["mean"]) if fitted else 0
 
 
 def _term_frequencies(ids: np.ndarray, lengths: np.ndarray, terms: int):

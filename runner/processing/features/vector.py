@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
+from runner.processing.columns import vector_columns
 from runner.processing.features.base import Feature
 
 
@@ -106,7 +107,3 @@ class VectorFeature(Feature):
         return {c: matrix[:, i].astype(np.float32) for i, c in enumerate(columns)}, np.ones(
             len(matrix), dtype=bool
         )
-
-
-def vector_columns(name: str, length: int) -> list[str]:
-    return [f"{name}.{i}" for i in range(length)]
