@@ -47,7 +47,7 @@ INTERNALS = (
         "ray._private.node",
         "Node.start_monitor",
         "runner/runtime.py: lean_local_ray",
-        "a local Ray starts its autoscaler monitor again (0.6 s of CPU beside the run's start)",
+        "a local Ray whose workers' logs stay off starts its autoscaler monitor again (0.6 s of CPU)",
     ),
     Internal(
         "ray._private.node",

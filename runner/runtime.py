@@ -303,19 +303,21 @@ def lean_local_ray(ray, dashboard: bool, worker_logs: bool):
       starts the dashboard's head process, loaded with nothing but its usage-stats module, and
       ray.init polls until it has published its URL (1.2-1.4 s of the 2.6-4 s start profiled
       here). Nothing a run does talks to it (no dashboard, no job server in a Ray of its own).
-    - The autoscaler monitor: a local Ray has no cluster config, so nothing to scale, and the
-      monitor's import (0.6 s of CPU) contends with the run's own start on small machines; it
-      also made ray.shutdown() wait (see shutdown below).
-    - The log monitor, when workers' logs are not forwarded (log_to_driver=False): it tails the
-      workers' log files only to publish them to the driver (0.7 s of CPU at the start).
+    - The log monitor and the autoscaler monitor, when workers' logs are not forwarded
+      (log_to_driver=False): the log monitor tails the workers' log files only to publish them
+      to the driver (0.7 s of CPU at the start); a local Ray has no cluster config, so the
+      autoscaler monitor has nothing to scale (0.6 s of CPU, and it made ray.shutdown() wait:
+      see shutdown below). Its one message for a run, that no node can ever hold a request
+      (a GPU on a machine without one), reaches the driver through the log monitor, so where
+      workers' logs are forwarded both stay, and so does `ray status`'s report.
     Each is a method of Ray's private Node class, set aside for this one start; where one is
     missing, Ray starts it as usual (listed in runner/compat.py, whose test checks them on every
-    upgrade). Attaching to a cluster creates no Node: nothing changes there.
+    upgrade). Attaching to a cluster starts no processes: nothing changes there.
     """
     node_class = getattr(getattr(getattr(ray, "_private", None), "node", None), "Node", None)
     skipped = {
         "start_api_server": not dashboard,
-        "start_monitor": True,
+        "start_monitor": not worker_logs,
         "start_log_monitor": not worker_logs,
     }
     originals = {

@@ -153,7 +153,13 @@ def test_as_numpy_reads_what_to_numpy_reads():
         pa.array([[1, 2], [3]], pa.list_(pa.int32())).offsets,
         pa.array([[1, 2], [3]], pa.list_(pa.int32())).slice(1).flatten(),
     ]
+    cases.append(pa.array([3, 4], pa.int32()).slice(2))  # no rows left
+    cases.append(pa.chunked_array([pa.array(["2024-01-02"]).cast(pa.date32())]))
     for array in cases:
         got, want = as_numpy(array), array.to_numpy(zero_copy_only=False)
         assert got.dtype == want.dtype, array
         np.testing.assert_array_equal(got, want)
+    # A view of Arrow's memory is read-only, as to_numpy's: the table is not ours to write.
+    table = pa.table({"x": pa.array([1.0, 2.0], pa.float32())})
+    view = as_numpy(table.column("x"))
+    assert not view.flags.writeable

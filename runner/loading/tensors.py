@@ -12,9 +12,10 @@ import torch
 from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
 from runner.processing.columns import FIRST_TOKEN_ID, ROW_ID
 
-# Arrow's fixed-width number types, and the numpy dtype their data buffer holds.
+# Arrow's fixed-width number types (by type id: extension types need not hash), and the numpy
+# dtype their data buffer holds.
 _FIXED_WIDTH = {
-    t(): np.dtype(t().to_pandas_dtype())
+    t().id: np.dtype(t().to_pandas_dtype())
     for t in (
         pa.int8,
         pa.int16,
@@ -32,30 +33,31 @@ _FIXED_WIDTH = {
 
 
 def as_numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """An Arrow array as numpy: a column of numbers without nulls read from its data buffers.
+    """An Arrow array as numpy: a column of numbers without nulls read from its data buffers,
+    read-only (as Arrow's own views are: the table's memory is not the caller's to write).
 
     pyarrow's to_numpy imports pandas on its first call, even for a zero-copy view: 0.2-0.6 s
     of a fresh Ray actor's start, before its first step (the actors' import profile). A
     fixed-width column without nulls is its data buffer alone, so numpy reads that; anything
-    else (nulls, booleans, strings, no chunks) goes through to_numpy."""
+    else (nulls, booleans, dates, strings, extension types) goes through to_numpy."""
+    dtype = _FIXED_WIDTH.get(array.type.id)
     chunks = array.chunks if isinstance(array, pa.ChunkedArray) else [array]
-    if not chunks or any(c.null_count or c.type not in _FIXED_WIDTH for c in chunks):
+    if dtype is None or any(c.null_count for c in chunks):
         return array.to_numpy(zero_copy_only=False)
     parts = [
-        np.frombuffer(
-            c.buffers()[1],
-            dtype=_FIXED_WIDTH[c.type],
-            count=len(c),
-            offset=c.offset * _FIXED_WIDTH[c.type].itemsize,
-        )
+        np.frombuffer(c.buffers()[1], dtype=dtype, count=len(c), offset=c.offset * dtype.itemsize)
         for c in chunks
     ]
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if len(parts) != 1:
+        return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+    parts[0].setflags(write=False)
+    return parts[0]
 
 
 def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
     values = as_numpy(table.column(name)).astype(dtype, copy=False)
-    # Arrow hands out read-only buffers; tensors here are never written in place.
+    # Arrow's buffers are read-only here; tensors are never written in place, but they must
+    # not share memory with a table the caller still holds.
     return values if values.flags.writeable else values.copy()
 
 
