@@ -868,3 +868,51 @@ def test_bin_edges_spend_no_bins_on_a_value_that_holds_most_rows():
     np.testing.assert_array_equal(
         bin_edges(normal, BIN_EDGES), np.quantile(normal, np.linspace(0, 1, BIN_EDGES))
     )
+
+
+def test_vocabulary_counts_stay_bounded_and_keep_the_frequent_values():
+    """A partition keeps at most PARTIAL_VOCABULARY_FACTOR x max_vocab_size of its value
+    counts, the merge likewise, and the frequent values that make the vocabulary survive:
+    a category, a set and a scored text, each with thousands of values seen once beside a
+    few frequent ones, fit the vocabulary a full count gives. Below the cap nothing is cut
+    (every other test here)."""
+    from collections import Counter
+
+    from runner.processing.features.base import PARTIAL_VOCABULARY_FACTOR
+
+    rng = np.random.default_rng(0)
+    rows = 6000
+    frequent = rng.choice(["a", "b", "c", "d", "e"], size=rows, p=[0.3, 0.25, 0.2, 0.15, 0.1])
+    rare = [f"id{i}" for i in range(rows)]  # each seen once
+    cells = np.where(rng.random(rows) < 0.5, frequent, rare)
+    cap = PARTIAL_VOCABULARY_FACTOR * 5
+
+    category = build_feature(
+        {"name": "c", "type": "category", "preprocessing": {"max_vocab_size": 5}}, "input"
+    )
+    partial = category.partial_stats(pd.Series(cells[:2000]), np.arange(2000))
+    assert len(partial["counts"]) == cap
+    assert {"a", "b", "c", "d", "e"} <= set(partial["counts"])
+    exact = [v for v, _ in sorted(Counter(cells).items(), key=lambda kv: (-kv[1], kv[0]))[:5]]
+    assert fit(category, cells, parts=6)["vocab"] == exact
+
+    members = build_feature(
+        {"name": "s", "type": "set", "preprocessing": {"max_vocab_size": 5}}, "input"
+    )
+    joined = [f"{f}|{r}" for f, r in zip(frequent, rare, strict=True)]
+    assert len(members.partial_stats(pd.Series(joined), np.arange(rows))["counts"]) == cap
+    assert fit(members, joined, parts=3)["vocab"] == ["a", "b", "c", "d", "e"]
+
+    texts = pd.DataFrame(
+        {
+            "t": [f"{f} {r}" for f, r in zip(frequent, rare, strict=True)],
+            "y": (frequent == "a").astype(float) + rng.normal(scale=0.1, size=rows),
+        }
+    )
+    features = _title_features(max_vocab_size=5, min_count=2, target_score=True)
+    partial = fit_partial(texts.iloc[:3000], np.arange(3000), features)["t"]
+    assert len(partial["counts"]) == cap
+    assert set(partial["score"]["words"]) <= set(partial["counts"])
+    stats = _fit_set(features, texts, 3)["t"]
+    assert stats["vocab"] == ["a", "b", "c", "d", "e"]
+    assert set(stats["score"]["words"]) == {"a", "b", "c", "d", "e"}

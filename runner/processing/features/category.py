@@ -10,6 +10,7 @@ from runner.processing.features.base import (
     UNKNOWN_TOKEN,
     Feature,
     as_strings,
+    bounded_counts,
     merged_vocabulary,
     vocab_index,
 )
@@ -27,7 +28,8 @@ class CategoryFeature(Feature):
 
     def partial_stats(self, series, row_ids):
         counts = as_strings(series).value_counts(dropna=True)
-        return {"counts": {str(k): int(c) for k, c in counts.items()}}
+        counts = {str(k): int(c) for k, c in counts.items()}
+        return {"counts": bounded_counts(counts, self.options["max_vocab_size"])}
 
     def combine(self, partials):
         kept = merged_vocabulary(partials, self.options)

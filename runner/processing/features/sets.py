@@ -9,7 +9,7 @@ import pandas as pd
 
 from runner.errors import UserError
 from runner.processing.columns import FIRST_TOKEN_ID
-from runner.processing.features.base import Feature, merged_vocabulary
+from runner.processing.features.base import Feature, bounded_counts, merged_vocabulary
 from runner.processing.features.text import token_lists
 
 
@@ -39,7 +39,7 @@ class SetFeature(Feature):
 
     def partial_stats(self, series, row_ids):
         counts: Counter = Counter(m for members in self._members(series) for m in members)
-        return {"counts": dict(counts)}
+        return {"counts": bounded_counts(counts, self.options["max_vocab_size"])}
 
     def combine(self, partials):
         kept = merged_vocabulary(partials, self.options)

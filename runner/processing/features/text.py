@@ -23,6 +23,7 @@ from runner.processing.features import text_score
 from runner.processing.features.base import (
     Feature,
     bottom_k_sample,
+    bounded_counts,
     merged_sample,
     merged_vocabulary,
     vocab_index,
@@ -202,7 +203,7 @@ class TextFeature(Feature):
             words = self._words(series, int(self.options["max_tokens"]))
         tokens = self._with_ngrams(words, int(self.options["ngrams"]))
         counts: Counter = Counter(t for row in tokens for t in row)
-        stats: dict = {"counts": dict(counts)}
+        stats: dict = {"counts": bounded_counts(counts, self.options["max_vocab_size"])}
         if self._wants_components or self.scores_target:
             stats["rows"] = len(series)
             # Cut to about max_tokens words (the transform reads no more): what travels to the
@@ -219,6 +220,10 @@ class TextFeature(Feature):
         words = self._words(series, int(self.options["max_tokens"]))
         stats = self.partial_stats(series, row_ids, words)
         stats["score"] = text_score.partial_stats(words, target, self.target_type)
+        # The words the counts keep (all of them, unless bounded_counts cut them) keep their
+        # scores: what travels stays bounded the same way.
+        kept = stats["counts"]
+        stats["score"]["words"] = {w: e for w, e in stats["score"]["words"].items() if w in kept}
         return stats
 
     def combine(self, partials):
