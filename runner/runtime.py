@@ -309,7 +309,8 @@ def lean_local_ray(ray, dashboard: bool, worker_logs: bool):
       autoscaler monitor has nothing to scale (0.6 s of CPU, and it made ray.shutdown() wait:
       see shutdown below). Its one message for a run, that no node can ever hold a request
       (a GPU on a machine without one), reaches the driver through the log monitor, so where
-      workers' logs are forwarded both stay, and so does `ray status`'s report.
+      workers' logs are forwarded both stay; the autoscaler monitor also stays with the
+      dashboard, whose cluster status (as `ray status`'s report) it writes.
     Each is a method of Ray's private Node class, set aside for this one start; where one is
     missing, Ray starts it as usual (listed in runner/compat.py, whose test checks them on every
     upgrade). Attaching to a cluster starts no processes: nothing changes there.
@@ -317,7 +318,7 @@ def lean_local_ray(ray, dashboard: bool, worker_logs: bool):
     node_class = getattr(getattr(getattr(ray, "_private", None), "node", None), "Node", None)
     skipped = {
         "start_api_server": not dashboard,
-        "start_monitor": not worker_logs,
+        "start_monitor": not worker_logs and not dashboard,
         "start_log_monitor": not worker_logs,
     }
     originals = {
