@@ -56,6 +56,25 @@ INTERNALS = (
         "a local Ray whose workers' logs stay off starts its log monitor again (0.7 s of CPU)",
     ),
     Internal(
+        "ray._private.node",
+        "Node.start_raylet",
+        "runner/runtime.py: lean_local_ray",
+        "a run's own Ray beside another Ray waits 3.4 s again for its dashboard agent's port",
+    ),
+    Internal(
+        "ray._private.node",
+        "Node._ray_params",
+        "runner/runtime.py: lean_local_ray",
+        "as for start_raylet: the agent's port is not changed",
+        instance=True,
+    ),
+    Internal(
+        "ray._private.ray_constants",
+        "DEFAULT_DASHBOARD_AGENT_LISTEN_PORT",
+        "runner/runtime.py: lean_local_ray",
+        "as for start_raylet: the agent's port is not changed",
+    ),
+    Internal(
         "ray._private.worker",
         "_global_node",
         "runner/runtime.py: shutdown",

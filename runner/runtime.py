@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from runner.errors import UserError
 
@@ -311,9 +312,14 @@ def lean_local_ray(ray, dashboard: bool, worker_logs: bool):
       (a GPU on a machine without one), reaches the driver through the log monitor, so where
       workers' logs are forwarded both stay; the autoscaler monitor also stays with the
       dashboard, whose cluster status (as `ray status`'s report) it writes.
-    Each is a method of Ray's private Node class, set aside for this one start; where one is
-    missing, Ray starts it as usual (listed in runner/compat.py, whose test checks them on every
-    upgrade). Attaching to a cluster starts no processes: nothing changes there.
+    - Not a process but a wait: Ray's dashboard agent listens on a fixed port (52365), taken
+      whenever another Ray runs on the machine (a `ray start` cluster, another run); the agent
+      then retries it for 3.4 s before giving up, and the raylet waits for it (measured: Ray's
+      start 6.6-7.7 s beside a `ray start` cluster, 3.6-4.8 s without). The agent gets a port
+      that is free now instead; it registers whichever it has, so the dashboard still finds it.
+    Each is a method of Ray's private Node class, set aside (or, for the port, wrapped) for this
+    one start; where one is missing, Ray starts as usual (listed in runner/compat.py, whose test
+    checks them on every upgrade). Attaching to a cluster starts no processes: nothing changes.
     """
     node_class = getattr(getattr(getattr(ray, "_private", None), "node", None), "Node", None)
     skipped = {
@@ -328,11 +334,34 @@ def lean_local_ray(ray, dashboard: bool, worker_logs: bool):
     }
     for name in originals:
         setattr(node_class, name, lambda self, **kwargs: None)
+    start_raylet = getattr(node_class, "start_raylet", None)
+    default_port = getattr(
+        getattr(getattr(ray, "_private", None), "ray_constants", None),
+        "DEFAULT_DASHBOARD_AGENT_LISTEN_PORT",
+        None,
+    )
+    if start_raylet is not None and default_port is not None:
+        originals["start_raylet"] = start_raylet
+
+        def with_a_free_agent_port(self, *args, **kwargs):
+            params: Any = getattr(self, "_ray_params", None)
+            if getattr(params, "dashboard_agent_listen_port", None) == default_port:
+                params.dashboard_agent_listen_port = _free_port()
+            return start_raylet(self, *args, **kwargs)
+
+        setattr(node_class, "start_raylet", with_a_free_agent_port)  # noqa: B010
     try:
         yield
     finally:
         for name, original in originals.items():
             setattr(node_class, name, original)
+
+
+def _free_port() -> int:
+    """A TCP port free on every interface right now (the agent listens on the node's address)."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
 
 
 def shutdown(ray) -> None:
