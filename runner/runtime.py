@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.errors import UserError
+from runner.ports import free_ports
 
 log = logging.getLogger(__name__)
 CURRENT_CLUSTER_FILE = "/tmp/ray/ray_current_cluster"
@@ -346,7 +347,8 @@ def lean_local_ray(ray, dashboard: bool, worker_logs: bool):
         def with_a_free_agent_port(self, *args, **kwargs):
             params: Any = getattr(self, "_ray_params", None)
             if getattr(params, "dashboard_agent_listen_port", None) == default_port:
-                params.dashboard_agent_listen_port = _free_port()
+                # Free on every interface: the agent listens on the node's address.
+                params.dashboard_agent_listen_port = free_ports(1, host="")[0]
             return start_raylet(self, *args, **kwargs)
 
         setattr(node_class, "start_raylet", with_a_free_agent_port)  # noqa: B010
@@ -355,13 +357,6 @@ def lean_local_ray(ray, dashboard: bool, worker_logs: bool):
     finally:
         for name, original in originals.items():
             setattr(node_class, name, original)
-
-
-def _free_port() -> int:
-    """A TCP port free on every interface right now (the agent listens on the node's address)."""
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def shutdown(ray) -> None:

@@ -165,11 +165,15 @@ def merged_moments(
 PARTIAL_VOCABULARY_FACTOR = 20
 
 
+def _counts_cap(max_vocab_size: int) -> int:
+    return PARTIAL_VOCABULARY_FACTOR * int(max_vocab_size)
+
+
 def bounded_counts(counts: Mapping[str, int], max_vocab_size: int) -> dict[str, int]:
     """Value counts cut to the PARTIAL_VOCABULARY_FACTOR * max_vocab_size most frequent (ties
     by first occurrence, so the same counts always give the same cut); all of them where there
-    are no more than that. In numpy: a Python sort of 1.5M counts took 8 s, this 0.5 s."""
-    cap = PARTIAL_VOCABULARY_FACTOR * int(max_vocab_size)
+    are no more than that. In numpy: a Python sort of 1.5M counts took 8 s, this 0.9 s."""
+    cap = _counts_cap(max_vocab_size)
     if len(counts) <= cap:
         return dict(counts)
     values = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
@@ -186,7 +190,7 @@ def merged_vocabulary(partials: list[dict], options: dict, with_counts: bool = F
     partitions' distinct values stay within bounded_counts' cap (and, when asked, each
     value's training count beside it)."""
     counts: Counter = Counter()
-    cap = PARTIAL_VOCABULARY_FACTOR * int(options["max_vocab_size"])
+    cap = _counts_cap(options["max_vocab_size"])
     for p in partials:
         counts.update(p["counts"])
         if len(counts) > 2 * cap:  # the merge holds at most 3 partitions' worth at once

@@ -17,7 +17,6 @@ from runner.processing.columns import (
     FIRST_TOKEN_ID,
     component_columns,
     score_column,
-    text_table_size,
 )
 from runner.processing.features import text_score
 from runner.processing.features.base import (
@@ -355,11 +354,6 @@ class TextFeature(Feature):
             idf = _unpack(fitted["idf"]).astype(np.float64)
             cached = self._basis_cache = (fitted["basis"], idf, basis)
         return cached[1], cached[2]
-
-    @staticmethod
-    def size(stats: dict) -> int:
-        """Rows of the embedding table: padding, unknown and the vocabulary (or the buckets)."""
-        return text_table_size(stats)
 
     def _ids(self, series: pd.Series, stats: dict) -> tuple[np.ndarray, np.ndarray]:
         return self._ids_of(
