@@ -348,7 +348,7 @@ def lean_local_ray(ray, dashboard: bool, worker_logs: bool):
             params: Any = getattr(self, "_ray_params", None)
             if getattr(params, "dashboard_agent_listen_port", None) == default_port:
                 # Free on every interface: the agent listens on the node's address.
-                params.dashboard_agent_listen_port = free_ports(1, host="")[0]
+                params.dashboard_agent_listen_port = free_ports(1)[0]
             return start_raylet(self, *args, **kwargs)
 
         setattr(node_class, "start_raylet", with_a_free_agent_port)  # noqa: B010

@@ -280,6 +280,22 @@ def test_haproxy_settings_go_to_the_environment_and_fall_back_without_a_binary(m
         haproxy_environment(ServeConfig())
 
 
+def test_ports_for_later_servers_avoid_the_kernels_and_rays_own_picks():
+    """HAProxy binds its stats and metrics ports after Ray has started: ports from the kernel's
+    ephemeral range could be taken by then (CI saw it), so the picks lie below that range and
+    above Ray's worker ports, distinct, and free on every interface."""
+    import socket
+
+    from runner.ports import ephemeral_range, free_ports
+
+    ports = free_ports(3)
+    assert len(set(ports)) == 3
+    assert all(20000 <= port < ephemeral_range()[0] for port in ports)
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("", port))
+
+
 def test_a_taken_port_is_one_error_line_before_ray_starts(model, tmp_path):
     import socket
 
