@@ -32,6 +32,7 @@ def main(cfg: DictConfig) -> float | None:
 
     from runner.commands import run_command
     from runner.redact import redact_hydra_dir
+    from runner.runtime import stop_failed_runs_at_exit
     from runner.sweeps.objective import objective_value
     from runner.sweeps.report import write_trial
 
@@ -46,6 +47,8 @@ def main(cfg: DictConfig) -> float | None:
         "overrides": list(hydra_cfg.overrides.task),
         "pid": os.getpid(),  # the process that ran the trial (the Ray launcher reuses them)
     }
+    if not in_sweep:  # this process ends with the run: its error comes before Ray's stop
+        stop_failed_runs_at_exit()
     try:
         metrics = run_command(cfg, run_dir)
         # The objective is a sweep's business: a single evaluate or predict has no validation split.

@@ -10,6 +10,7 @@ backends imports them.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import math
@@ -27,6 +28,16 @@ from runner.ports import free_ports
 
 log = logging.getLogger(__name__)
 CURRENT_CLUSTER_FILE = "/tmp/ray/ray_current_cluster"
+# Set for a process that ends with its run (run.py's single run): see RayRuntime.stop.
+_failed_runs_stop_at_exit = False
+
+
+def stop_failed_runs_at_exit() -> None:
+    """For a process that ends when its run does (run.py's single run, not a sweep's trial,
+    not runner.api): a run that fails while its Ray is still starting says its error at once,
+    and that Ray stops as the process exits, instead of first (2-3 s later)."""
+    global _failed_runs_stop_at_exit
+    _failed_runs_stop_at_exit = True
 
 
 def running_cluster_address() -> str | None:
@@ -110,6 +121,7 @@ class RayRuntime:
         self._ready: threading.Event | None = None  # set once the start has ended
         self._release = threading.Event()
         self._start_error: BaseException | None = None
+        self._stop_deferred = False
 
     def want_cpus(self, cpus: float, why: str) -> None:
         """A local Ray this run starts gets at least `cpus` logical CPUs (`why` needs them), more
@@ -265,7 +277,18 @@ class RayRuntime:
         self._initialized_here = True
         return ray
 
-    def stop(self) -> None:
+    def stop(self, failed: bool = False) -> None:
+        """Shuts down what this run started, once its start has ended (a Ray half-started would
+        outlive the run); `failed`: the run failed, which may leave the stop to the exit."""
+        starting = self._ready is not None and not self._ready.is_set()
+        if failed and starting and _failed_runs_stop_at_exit:
+            if not self._stop_deferred:
+                self._stop_deferred = True
+                atexit.register(self.stop)
+                # The error is the run's last word: the start's lines would come after it.
+                for name in ("ray", __name__):
+                    logging.getLogger(name).setLevel(logging.WARNING)
+            return
         if self._ready is not None:
             self._ready.wait()  # a Ray half-started would outlive the run
             self._ready = None

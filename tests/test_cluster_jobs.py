@@ -304,8 +304,16 @@ def test_a_run_that_fails_after_ray_started_early_stops_it(tmp_path, monkeypatch
 
 
 def test_the_cli_fails_after_ray_started_early_with_its_one_error_line(tmp_path):
-    """The same from run.py: the Ray it had started is stopped (its start waited for), then the
-    one error line and exit 2."""
+    """The same from run.py: the one error line, as the last line, and exit 2; the Ray it had
+    started is stopped (after the line when its start had not ended: the test below), and none
+    of its processes outlives the run."""
+    import psutil
+
+    def ray_processes() -> set[int]:
+        names = ("raylet", "gcs_server")
+        return {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] in names}
+
+    before = ray_processes()
     result = run_cli(
         "backend=ray",
         "trainer.num_workers=2",
@@ -316,7 +324,43 @@ def test_the_cli_fails_after_ray_started_early_with_its_one_error_line(tmp_path)
     )
     assert result.returncode == 2, result.stderr[-3000:]
     assert len(error_lines(result)) == 1 and "dataset.target=nope" in error_lines(result)[0]
-    assert "started a local Ray" in result.stdout + result.stderr  # it had started early
+    assert result.stderr.splitlines()[-1] == error_lines(result)[0]
+    assert "needs 3 CPUs" in result.stdout + result.stderr  # the early start's sizing
+    left = [psutil.Process(pid) for pid in ray_processes() - before if psutil.pid_exists(pid)]
+    _, alive = psutil.wait_procs(left, timeout=10)
+    assert not alive, [" ".join(p.cmdline()) for p in alive]
+
+
+def test_a_failed_run_says_its_error_before_stopping_a_ray_still_starting(tmp_path):
+    """run.py's single run ends its process with its error: a failure while its Ray is still
+    starting returns at once (the error is said then, not 2-3 s later), and that Ray stops as
+    the process exits, leaving no process behind."""
+    script = tmp_path / "fail_early.py"
+    script.write_text(
+        f"""
+import atexit, time
+import psutil
+from runner.runtime import RayRuntime, stop_failed_runs_at_exit
+
+# Registered first, so it runs last: after the deferred stop.
+atexit.register(lambda: print("left", len(psutil.Process().children(recursive=True)), flush=True))
+stop_failed_runs_at_exit()
+runtime = RayRuntime(None, 1, None, None, 5.0, False, "127.0.0.1", {free_port()}, False)
+runtime.start_in_background()
+started = time.perf_counter()
+runtime.stop(failed=True)
+print("stop returned", round(time.perf_counter() - started, 3), runtime._ready.is_set(), flush=True)
+"""
+    )
+    env = {**os.environ, "RAY_ADDRESS": "", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    returned = next(line for line in lines if line.startswith("stop returned")).split()
+    assert float(returned[2]) < 0.5 and returned[3] == "False"  # the start had not ended
+    assert lines[-1] == "left 0", result.stdout
 
 
 def test_logs_a_person_can_read(tmp_path):

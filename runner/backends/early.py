@@ -51,4 +51,4 @@ def abandon(backend: Backend | None) -> None:
     """For a run that failed before entering its early backend: stops the Ray it started
     (once its start has finished: a Ray half-started would outlive the run)."""
     if isinstance(backend, RayBackend):
-        backend.runtime.stop()
+        backend.runtime.stop(failed=True)

@@ -22,6 +22,6 @@ class RayBackend(LocalBackend):
         runtime.activate(self.runtime)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         runtime.activate(None)
-        self.runtime.stop()
+        self.runtime.stop(failed=exc_type is not None)
