@@ -127,8 +127,17 @@ class Feature:
         """For a request's rows (serving): raise a UserError naming the first bad value's row
         and field, so one bad request fails alone, not the batch it would have joined."""
 
+    def set_target(self, target: Feature) -> None:
+        """The first output, for an input whose statistics read it too (a text's target
+        score); the others ignore it."""
+
     def partial_stats(self, series: pd.Series, row_ids: np.ndarray) -> dict:
         raise NotImplementedError
+
+    def partial_stats_of(self, frame: pd.DataFrame, row_ids: np.ndarray) -> dict:
+        """partial_stats of this feature's column of one partition (a feature that reads the
+        target too finds it in the same frame)."""
+        return self.partial_stats(frame[self.name], row_ids)
 
     def combine(self, partials: list[dict]) -> dict:
         raise NotImplementedError
@@ -138,6 +147,13 @@ class Feature:
     ) -> tuple[Any, np.ndarray]:
         """(processed values, mask of rows to keep)."""
         raise NotImplementedError
+
+    def transform_split(
+        self, series: pd.Series, stats: dict, row_ids: np.ndarray, training: np.ndarray | None
+    ) -> tuple[Any, np.ndarray]:
+        """transform, told which rows are the training split's (`training`; None: none are,
+        new data): a feature fitted on the target scores those out of fold."""
+        return self.transform(series, stats, row_ids)
 
 
 def seen_count(partials: list[dict], problem: str) -> int:

@@ -72,9 +72,8 @@ class FeatureSet:
             raise UserError("model.output_features is empty; name at least one target column")
         self.inputs = [build_feature(c, "input") for c in input_cfgs]
         self.outputs = [build_feature(c, "output") for c in output_cfgs]
-        for feature in self.inputs:
-            if isinstance(feature, TextFeature):  # its target score reads the first output
-                feature.set_target(self.outputs[0])
+        for feature in self.inputs:  # a text's target score reads the first output
+            feature.set_target(self.outputs[0])
         names = [f.name for f in self.all]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -110,16 +109,7 @@ class FeatureSet:
 def fit_partial(frame: pd.DataFrame, row_ids: np.ndarray, features: FeatureSet) -> dict:
     """Statistics of one partition of training rows (a text's target score reads the first
     output's values beside its own)."""
-    stats = {}
-    for feature in features.all:
-        if isinstance(feature, TextFeature) and feature.scores_target:
-            target = frame[features.outputs[0].name]
-            stats[feature.name] = feature.partial_stats_and_score(
-                frame[feature.name], row_ids, target
-            )
-        else:
-            stats[feature.name] = feature.partial_stats(frame[feature.name], row_ids)
-    return stats
+    return {feature.name: feature.partial_stats_of(frame, row_ids) for feature in features.all}
 
 
 def combine_partials(partials: list[dict], features: FeatureSet) -> dict:
@@ -140,10 +130,7 @@ def transform_columns(
     keep = np.ones(len(frame), dtype=bool)
     for feature in features:
         series, feature_stats = frame[feature.name], stats[feature.name]
-        if isinstance(feature, TextFeature):
-            values, feature_keep = feature.transform(series, feature_stats, row_ids, training)
-        else:
-            values, feature_keep = feature.transform(series, feature_stats, row_ids)
+        values, feature_keep = feature.transform_split(series, feature_stats, row_ids, training)
         # A feature is one column, or several named ones (a date's parts).
         for name, column in (
             values if isinstance(values, dict) else {feature.name: values}

@@ -212,6 +212,12 @@ class TextFeature(Feature):
             stats["sample"] = bottom_k_sample(texts.to_numpy(dtype=object), row_ids)
         return stats
 
+    def partial_stats_of(self, frame: pd.DataFrame, row_ids: np.ndarray) -> dict:
+        if not self.scores_target:
+            return self.partial_stats(frame[self.name], row_ids)
+        assert self.target is not None
+        return self.partial_stats_and_score(frame[self.name], row_ids, frame[self.target.name])
+
     def partial_stats_and_score(self, series: pd.Series, row_ids, target: pd.Series) -> dict:
         """partial_stats, with the target score's statistics of the partition (its words'
         targets, per fold) under "score"."""
@@ -378,6 +384,9 @@ class TextFeature(Feature):
                 dtype=np.int32,
             )
         return id_of[codes], lengths
+
+    def transform_split(self, series, stats, row_ids, training):
+        return self.transform(series, stats, row_ids, training)
 
     def transform(self, series, stats, row_ids, training: np.ndarray | None = None):
         """`training`: the rows of the training split (scored out of fold); None for rows
