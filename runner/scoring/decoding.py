@@ -2,53 +2,47 @@
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from runner.model.layout import Layout
+from runner.processing import scaling
 from runner.scoring import metrics
 from runner.scoring.metrics import METRICS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from runner.processing.features import Feature
-    from runner.processing.features.number import NumberFeature
-
 
 class Decoders:
-    """Output features rebuilt from metadata, to map model outputs back to raw labels and units.
-
-    The feature classes (and pandas with them) are imported when first needed: a training
-    worker whose outputs are all labels never needs them, and a fresh Ray actor saves 0.3-0.4 s
-    of imports before its first step."""
+    """Output features' fitted statistics and options, from metadata, to map model outputs back
+    to raw labels and units. Numpy only (runner.processing.scaling): a training worker or a
+    scorer never imports the feature code, and pandas with it, to decode (a fresh Ray actor
+    saves 0.3-0.4 s of imports before its first step)."""
 
     def __init__(self, meta: dict):
-        self.meta = meta
-        self.types = {name: meta["features"][name]["type"] for name in meta["output_features"]}
-        self.stats = {name: meta["features"][name]["stats"] for name in meta["output_features"]}
+        outputs = {name: meta["features"][name] for name in meta["output_features"]}
+        self.types = {name: info["type"] for name, info in outputs.items()}
+        self.stats = {name: info["stats"] for name, info in outputs.items()}
+        self.options = {name: info["preprocessing"] for name, info in outputs.items()}
 
-    @cached_property
-    def features(self) -> dict[str, Feature]:
-        from runner.processing.features import FeatureSet
+    def _normalization(self, name: str) -> str | None:
+        return scaling.normalization_in_use(
+            self.stats[name], self.options[name].get("normalization")
+        )
 
-        return {f.name: f for f in FeatureSet.from_meta(self.meta).outputs}
+    def normalizer(self, name: str):
+        """Raw units -> the normalized values a number output trains on."""
+        mode = self._normalization(name)
+        return lambda v: scaling.normalize(v, self.stats[name], mode)
 
     def denormalizer(self, name: str):
         """Normalized values -> raw units (a number output's targets); None for other types."""
         if self.types[name] != "number":
             return None
-        feature = self.number_feature(name)
-        return lambda v: feature.denormalize(v, self.stats[name])
-
-    def number_feature(self, name: str) -> NumberFeature:
-        from runner.processing.features.number import NumberFeature
-
-        feature = self.features[name]
-        assert isinstance(feature, NumberFeature)
-        return feature
+        mode = self._normalization(name)
+        return lambda v: scaling.denormalize(v, self.stats[name], mode)
 
     def predicted(self, name: str):
         """A number output's predictions in raw units, kept inside the training target's range
@@ -71,10 +65,8 @@ def constant_logits(layout: Layout, decoders: Decoders, rows: int) -> dict[str, 
             row = np.zeros(spec.size, dtype=np.float32)
             row[0] = 1.0
         elif spec.type == "number":
-            stats = decoders.stats[spec.name]
-            feature = decoders.number_feature(spec.name)
-            mean = feature.normalize(np.array([stats["mean"]]), stats)
-            row = mean.astype(np.float32)
+            mean = np.array([decoders.stats[spec.name]["mean"]])
+            row = decoders.normalizer(spec.name)(mean).astype(np.float32)
         else:
             row = np.full(spec.size, -1.0, dtype=np.float32)
         constants[spec.name] = np.tile(row, (rows, 1))
@@ -196,7 +188,7 @@ def prediction_frame(
                 columns[spec.name] = labels[targets[spec.name].astype(int)]
         elif spec.type == "set":
             probabilities = _sigmoid(z.astype(np.float64))
-            delimiter = str(decoders.features[spec.name].options["delimiter"])
+            delimiter = str(decoders.options[spec.name]["delimiter"])
             columns[f"{spec.name}_prediction"] = _joined(probabilities > 0.5, labels, delimiter)
             for i, label in enumerate(spec.labels):
                 columns[f"{spec.name}_probability_{label}"] = probabilities[:, i]

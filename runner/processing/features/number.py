@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
+from runner.processing import scaling
 from runner.processing.columns import missing_column
 from runner.processing.features.base import (
     Feature,
@@ -18,6 +19,7 @@ from runner.processing.features.base import (
     numbers_from_text,
     seen_count,
 )
+from runner.processing.scaling import signed_log1p
 
 
 class NumberFeature(Feature):
@@ -87,7 +89,7 @@ class NumberFeature(Feature):
             "max": float(present.max()) if present.size else None,
         }
         if self.options["normalization"] == "log1p":
-            logged = _signed_log1p(present)
+            logged = signed_log1p(present)
             stats.update(log_sum=float(logged.sum()), log_sum_sq=float(np.square(logged).sum()))
         if self._needs_sample:
             stats["sample"] = bottom_k_sample(present, row_ids[~np.isnan(v)])
@@ -131,7 +133,7 @@ class NumberFeature(Feature):
         why = f"skewness {skew:.2f}, minimum {low:g}"
         if self.role == "output":  # a target must invert exactly: z-scored, maybe in log space
             if mode == "auto" and skewed:
-                logged = _signed_log1p(sample)
+                logged = signed_log1p(sample)
                 return {
                     "normalization": "log1p",
                     "log_mean": float(logged.mean()),
@@ -141,7 +143,7 @@ class NumberFeature(Feature):
             if mode == "auto":
                 return {"normalization": "zscore", "reason": f"z-scored target ({why})"}
         log = mode == "auto" and skewed
-        values = _signed_log1p(sample) if log else sample
+        values = signed_log1p(sample) if log else sample
         q1, median, q3 = np.quantile(values, [0.25, 0.5, 0.75])
         scale = (q3 - q1) / IQR_OF_NORMAL or (values.max() - values.min()) / 2 or 1.0
         reason = "robust scaling, smooth clipping"
@@ -159,41 +161,15 @@ class NumberFeature(Feature):
             strategy, float(self.options["fill_value"])
         )
 
-    def mode(self, stats: dict) -> str:
+    def mode(self, stats: dict) -> str | None:
         """The normalization in use: the one `auto` picked, else the configured one."""
-        return stats.get("normalization", self.options["normalization"])
+        return scaling.normalization_in_use(stats, self.options["normalization"])
 
     def normalize(self, v: np.ndarray, stats: dict) -> np.ndarray:
-        mode = self.mode(stats)
-        if mode == "robust":  # median-centred, IQR-scaled, outliers clipped smoothly
-            x = _signed_log1p(v) if stats["log"] else v
-            z = (x - stats["center"]) / stats["scale"]
-            return z / np.sqrt(1.0 + np.square(z / SMOOTH_CLIP))
-        if mode == "zscore":
-            return (v - stats["mean"]) / (stats["std"] or 1.0)
-        if mode == "minmax":
-            return (v - stats["min"]) / ((stats["max"] - stats["min"]) or 1.0)
-        if mode == "log1p":  # right-skewed values (prices, counts): z-scored in log space
-            return (_signed_log1p(v) - stats["log_mean"]) / (stats["log_std"] or 1.0)
-        if mode == "quantile":  # the training distribution's rank, as a uniform of unit variance
-            q = np.asarray(stats["quantiles"])
-            ranks = np.interp(v, q, np.linspace(0.0, 1.0, len(q)))
-            return (ranks - 0.5) * np.sqrt(12.0)
-        return v
+        return scaling.normalize(v, stats, self.mode(stats))
 
     def denormalize(self, v: np.ndarray, stats: dict) -> np.ndarray:
-        mode = self.mode(stats)
-        if mode == "zscore":
-            return v * (stats["std"] or 1.0) + stats["mean"]
-        if mode == "minmax":
-            return v * ((stats["max"] - stats["min"]) or 1.0) + stats["min"]
-        if mode == "log1p":  # a target trained in log space is predicted in raw units
-            logged = v * (stats["log_std"] or 1.0) + stats["log_mean"]
-            return np.sign(logged) * np.expm1(np.minimum(np.abs(logged), 700.0))
-        if mode == "quantile":
-            q = np.asarray(stats["quantiles"])
-            return np.interp(v / np.sqrt(12.0) + 0.5, np.linspace(0.0, 1.0, len(q)), q)
-        return v
+        return scaling.denormalize(v, stats, self.mode(stats))
 
     def transform(self, series, stats, row_ids):
         v = self._numeric(series, row_ids)
@@ -209,7 +185,6 @@ class NumberFeature(Feature):
 BIN_EDGES = 33  # quantile edges kept per number input: up to 32 bins for the encoder
 SKEW_FOR_LOG = 1.0  # a never-negative column this right-skewed is taken in log space
 IQR_OF_NORMAL = 1.3489795  # a normal's interquartile range in standard deviations
-SMOOTH_CLIP = 3.0  # robust-scaled values are squashed smoothly towards +-this
 
 
 def _skewness(sample: np.ndarray) -> float:
@@ -219,11 +194,6 @@ def _skewness(sample: np.ndarray) -> float:
     x = np.clip(sample, low, high)
     std = x.std()
     return float(np.mean((x - x.mean()) ** 3) / std**3) if std > 0 else 0.0
-
-
-def _signed_log1p(v: np.ndarray) -> np.ndarray:
-    """log1p of the magnitude with the sign kept: defined for every real value."""
-    return np.sign(v) * np.log1p(np.abs(v))
 
 
 def bin_edges(sample: np.ndarray, count: int) -> np.ndarray:
