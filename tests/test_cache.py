@@ -255,3 +255,43 @@ def test_a_full_disk_is_one_line_and_leaves_no_entry_a_later_run_trusts(tmp_path
         assert len(list((disk / "cache").glob("*/meta.json"))) == 1
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_rows_a_feature_drops_are_counted_per_split_and_said(tmp_path, cache_dir, caplog):
+    """A missing target (a training row and a validation row) and a class only the test split
+    has (two rows) are left out of their splits: the meta counts them per split and the log
+    says so, as a warning, since validation's and test's metrics do not cover them; a cache
+    hit says it again."""
+    rows = 60
+    frame = pd.DataFrame(
+        {
+            "x": [float(i % 7) for i in range(rows)],
+            "y": ["a" if i % 2 else "b" for i in range(rows)],
+            "s": ["train"] * 40 + ["validation"] * 10 + ["test"] * 10,
+        }
+    )
+    frame.loc[3, "y"] = None
+    frame.loc[45, "y"] = None
+    frame.loc[[55, 57], "y"] = "only_in_test"
+    path = tmp_path / "drops.csv"
+    frame.to_csv(path, index=False)
+    overrides = [
+        "command=preprocess",
+        f"dataset.path={path}",
+        "dataset.target=y",
+        "dataset.split.method=column",
+        "dataset.split.column=s",
+    ]
+    caplog.set_level("INFO")
+    run_experiment(tmp_path / "run", cache_dir, *overrides)
+    (entry,) = entries(cache_dir)
+    meta = json.loads((entry / "meta.json").read_text())
+    assert meta["left_out"] == {"train": 1, "validation": 1, "test": 2}
+    assert meta["rows"] == {"train": 39, "validation": 9, "test": 8}
+    said = [r for r in caplog.records if "left out 4 rows" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "WARNING"
+    assert "(train 1, validation 1, test 2)" in said[0].getMessage()
+    assert "a 'y' class the training split does not have" in said[0].getMessage()
+    caplog.clear()
+    run_experiment(tmp_path / "run2", cache_dir, *overrides)
+    assert "cache hit" in caplog.text and "left out 4 rows" in caplog.text

@@ -115,9 +115,35 @@ def _preprocess(
 
 
 def _log_choices(meta: dict) -> None:
-    """Every choice made from the data, with its reason, in every run's log (cache hit or not)."""
+    """Every choice made from the data, with its reason, in every run's log (cache hit or not),
+    and the rows left out."""
     for line in automatic_choices(meta):
         log.info("%s", line)
+    counts = meta.get("left_out", {})  # none in an entry written before it was recorded
+    left_out = {name: counts[name] for name in SPLIT_NAMES if counts.get(name)}
+    if left_out:
+        # A warning where validation or test lost rows: their metrics do not cover them.
+        level = logging.INFO if set(left_out) == {"train"} else logging.WARNING
+        log.log(level, "%s", left_out_line(meta, left_out))
+
+
+def left_out_line(meta: dict, left_out: dict[str, int]) -> str:
+    """Which rows preprocessing left out of which split, and the reasons it could have had."""
+    counts = ", ".join(f"{name} {n}" for name, n in left_out.items())
+    reasons = []
+    for name in meta["output_features"]:
+        kind = meta["features"][name]["type"]
+        if kind != "set":  # a set output keeps every row (a missing one is the empty set)
+            reasons.append(f"a missing '{name}'")
+        if kind in ("category", "binary"):
+            reasons.append(f"a '{name}' class the training split does not have")
+    for name in meta["input_features"]:
+        if meta["features"][name]["preprocessing"].get("missing_value_strategy") == "drop_row":
+            reasons.append(f"a missing '{name}' (missing_value_strategy: drop_row)")
+    return (
+        f"left out {sum(left_out.values())} rows ({counts}) for {' or '.join(reasons)}; "
+        "metrics and predictions cover the rest"
+    )
 
 
 def _rows_line(meta: dict) -> str:
@@ -144,10 +170,16 @@ def _build(
 
     def fit(part: pd.DataFrame, offset: int) -> dict:
         ids = row_ids(part, offset)
-        train = assign_splits(part, ids, split) == 0
-        return fit_partial(part[train], ids[train], features)
+        codes = assign_splits(part, ids, split)
+        train = codes == 0
+        return {
+            "stats": fit_partial(part[train], ids[train], features),
+            "rows": np.bincount(codes, minlength=len(SPLIT_NAMES)).tolist(),
+        }
 
-    stats = combine_partials(processor.map_collect(frame, fit), features)
+    fitted = processor.map_collect(frame, fit)
+    stats = combine_partials([f["stats"] for f in fitted], features)
+    assigned = np.sum([f["rows"] for f in fitted], axis=0)
 
     def transform(part: pd.DataFrame, offset: int) -> dict[str, pd.DataFrame]:
         ids = row_ids(part, offset)
@@ -177,6 +209,11 @@ def _build(
         "input_features": [f.name for f in features.inputs],
         "output_features": [f.name for f in features.outputs],
         "rows": {name: int(rows.get(name, 0)) for name in SPLIT_NAMES},
+    }
+    # Rows a feature dropped (a missing target, a class the training split lacks, drop_row):
+    # the log names them, since metrics are computed without them.
+    meta["left_out"] = {
+        name: int(assigned[i]) - meta["rows"][name] for i, name in enumerate(SPLIT_NAMES)
     }
     return meta
 
