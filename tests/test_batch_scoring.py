@@ -251,7 +251,8 @@ def test_wrong_type_on_ray_from_the_cli(trained, tmp_path):
     errors = error_lines(result)
     assert errors == [
         "error: number feature 'size' has non-numeric value 'twelve' at data row 1801; "
-        "fix the value or declare 'size' as type category"
+        "fix the value, list it in its preprocessing.missing_values if it stands for a missing "
+        "number, or declare 'size' as type category"
     ]
     assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith("predictions")]
 

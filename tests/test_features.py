@@ -52,6 +52,26 @@ def test_number_zscore_fill_mean_and_partition_independence():
     assert np.std(np.delete(out, 2)) == pytest.approx(1.0, rel=1e-5)
 
 
+def test_a_numbers_missing_values_are_missing_and_stay_out_of_the_cache_key_unset():
+    """preprocessing.missing_values: those words are missing numbers (filled like any), any
+    other word is still an error; unset, describe() (the cache key) is what it was before the
+    option existed; a bad value is one error line."""
+    plain = build_feature({"name": "n", "type": "number"}, "input")
+    assert "missing_values" not in plain.describe()["preprocessing"]
+    config = {"name": "n", "type": "number", "preprocessing": {"missing_values": ["n/a", "?"]}}
+    number = build_feature(config, "input")
+    assert number.describe()["preprocessing"]["missing_values"] == ["n/a", "?"]
+    stats = number.combine([number.partial_stats(pd.Series(["1", " n/a", "3", "?"]), np.arange(4))])
+    assert stats["mean"] == 2.0
+    out, keep = number.transform(pd.Series(["n/a", "5"]), stats, np.arange(2))
+    values = out["n"] if isinstance(out, dict) else out  # with a missing flag beside it or not
+    assert keep.all() and values[0] == pytest.approx(number.normalize(np.array([2.0]), stats)[0])
+    with pytest.raises(UserError, match="non-numeric value 'none' at data row 2.*missing_values"):
+        number.partial_stats(pd.Series(["1", "none"]), np.arange(2))
+    with pytest.raises(UserError, match="has missing_values 'n/a'; use a list"):
+        build_feature({**config, "preprocessing": {"missing_values": "n/a"}}, "input")
+
+
 def test_numbers_written_as_text_never_crash_the_process():
     """pandas 2.3's to_numeric(errors='coerce') ends the process on some strings with a huge
     exponent (a hex key such as '3973e42320041052-100'); the runner reads such columns itself,

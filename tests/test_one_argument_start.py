@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from helpers import (
@@ -65,6 +66,42 @@ def test_the_target_alone_infers_every_type_and_writes_a_model_yaml(tmp_path, ca
     assert [f["name"] for f in saved["input_features"]] == [
         n for n, t in INFERRED.items() if t and n != "price"
     ]
+
+
+def test_a_few_words_among_numbers_are_missing_values_not_a_category(tmp_path, cache_dir, caplog):
+    """A number column with 'n/a' and '?' in a few rows, and a price target with 'unknown' in
+    one: numbers whose words are missing values (said in the log and in model.yaml, which loads
+    back), not categories of hundreds of values; the target's row is left out and counted. A
+    column of words with a number among them stays a category."""
+    caplog.set_level("INFO")
+    frame = houses().astype({"sqft": object, "price": object, "district": object})
+    frame.loc[[5, 40], "sqft"] = "n/a"
+    frame.loc[77, "sqft"] = "?"
+    frame.loc[12, "price"] = "unknown"
+    frame.loc[9, "district"] = "12"
+    path = tmp_path / "houses.csv"
+    write_table(frame, path)
+    entry, inference = preprocessed(tmp_path, cache_dir, path, "dataset.split.ratios=[1,0,0]")
+    decided = {d.name: d for d in inference.decisions}
+    assert decided["sqft"].type == "number"
+    assert decided["sqft"].preprocessing == {"missing_values": ["?", "n/a"]}
+    assert decided["price"].type == "number"
+    assert decided["price"].preprocessing == {"missing_values": ["unknown"]}
+    assert decided["district"].type == "category" and decided["district"].preprocessing is None
+    numbers = int(pd.to_numeric(frame["sqft"], errors="coerce").notna().sum())
+    assert f"'?', 'n/a' (3 of {numbers + 3} values) taken as missing" in caplog.text
+    saved = yaml.safe_load((tmp_path / "run" / "model.yaml").read_text())
+    sqft = next(f for f in saved["input_features"] if f["name"] == "sqft")
+    assert sqft == {
+        "name": "sqft",
+        "type": "number",
+        "preprocessing": {"missing_values": ["?", "n/a"]},
+    }
+    stats = entry.meta["features"]["sqft"]["stats"]
+    # The three words are missing values: the statistics are the numbers' alone.
+    assert stats["mean"] == pytest.approx(pd.to_numeric(frame["sqft"], errors="coerce").mean())
+    assert entry.meta["left_out"]["train"] == 1 and entry.meta["rows"]["train"] == 599
+    assert "left out 1 row (train 1) for a missing 'price'" in caplog.text
 
 
 def test_exclude_the_split_column_and_an_explicit_list_wins(tmp_path, cache_dir):

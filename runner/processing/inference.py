@@ -30,6 +30,10 @@ TEXT_WORDS = 3.0
 # words, is text rather than a category.
 TEXT_SHARE = 0.5
 SET_DELIMITERS = ("|", ";", ",")
+# A column of numbers with a few words among them ('n/a', 'unknown', '?') is a number column
+# whose words stand for missing values: up to this many distinct words, in up to this share.
+MAX_MISSING_MARKERS = 3
+MISSING_MARKER_SHARE = 0.1
 _BOOLEAN_WORDS = {"true", "false", "t", "f"}
 DATE_SHARE = 0.95  # of non-empty values that must parse as dates
 _NUMBER_LIST = re.compile(r"^\s*[\[(]?\s*-?\d[\d.eE+-]*(\s*[,\s]\s*-?\d[\d.eE+-]*)+\s*[\])]?\s*$")
@@ -40,6 +44,7 @@ class Inferred:
     name: str
     type: str | None  # None: left out
     reason: str
+    preprocessing: dict | None = None  # options the data called for (a number's missing_values)
 
     @property
     def kept(self) -> bool:
@@ -186,6 +191,22 @@ def infer_column(column: pd.Series, as_target: bool = False) -> Inferred:
     numbers = numbers_from_text(text)
     if numbers.notna().all():
         return _numeric(name, numbers, distinct, len(column), as_target, as_text=True)
+    markers = _missing_markers(text, numbers)
+    if markers:
+        present_numbers = numbers.dropna()
+        inferred = _numeric(
+            name, present_numbers, _distinct(present_numbers), len(column), as_target, True
+        )
+        if inferred.type == "number":
+            count = int(numbers.isna().sum())
+            shown = ", ".join(repr(m) for m in markers)
+            return Inferred(
+                name,
+                "number",
+                f"numbers written as text; {shown} ({count} of {len(text)} values) taken as "
+                "missing (preprocessing.missing_values)",
+                {"missing_values": markers},
+            )
     if text.map(_NUMBER_LIST.match).notna().all() and _same_length(text):
         return Inferred(name, "vector", "every value is a list of numbers of the same length")
     if _dates_share(text) >= DATE_SHARE:
@@ -223,6 +244,17 @@ def _numeric(name, values, distinct, rows, as_target, as_text=False) -> Inferred
 
 _ID_WORD = re.compile(r"(^|[^a-z])(id|key|uuid|guid|index)([^a-z]|$)", re.IGNORECASE)  # row_id
 _ID_CAMEL = re.compile(r"[a-z](Id|ID|Key|Uuid|UUID)$")  # customerId, CustomerID
+
+
+def _missing_markers(text: pd.Series, numbers: pd.Series) -> list[str]:
+    """The few words that stand for a missing value in a column of numbers ('n/a', 'unknown',
+    '?'): at most MAX_MISSING_MARKERS distinct ones, in at most MISSING_MARKER_SHARE of the
+    values; [] when the column is not such a column."""
+    words = text[numbers.isna()]
+    if len(words) > MISSING_MARKER_SHARE * len(text) or numbers.nunique() < 3:
+        return []
+    distinct = sorted(words.unique())
+    return distinct if len(distinct) <= MAX_MISSING_MARKERS else []
 
 
 def _distinct(values: pd.Series) -> int:
@@ -268,9 +300,14 @@ def _set_delimiter(text: pd.Series) -> str | None:
 def model_config(decisions: list[Inferred], target: list[str]) -> dict:
     """The model group's config for the kept columns: what `model.yaml` holds."""
     kept = [d for d in decisions if d.kept]
+
+    def feature(d: Inferred) -> dict:
+        options = {"preprocessing": d.preprocessing} if d.preprocessing else {}
+        return {"name": d.name, "type": d.type, **options}
+
     return {
-        "input_features": [{"name": d.name, "type": d.type} for d in kept if d.name not in target],
-        "output_features": [{"name": d.name, "type": d.type} for d in kept if d.name in target],
+        "input_features": [feature(d) for d in kept if d.name not in target],
+        "output_features": [feature(d) for d in kept if d.name in target],
     }
 
 
@@ -290,7 +327,13 @@ def model_yaml(decisions: list[Inferred], target: list[str], source: str) -> str
         lines.append(f"{group}:")
         for feature in config[group]:
             name = _yaml_scalar(feature["name"])
-            lines.append(f"  - {{name: {name}, type: {feature['type']}}}  # {why[feature['name']]}")
+            options = "".join(
+                f", preprocessing: {{{key}: [{', '.join(_yaml_scalar(str(v)) for v in values)}]}}"
+                for key, values in feature.get("preprocessing", {}).items()
+            )
+            lines.append(
+                f"  - {{name: {name}, type: {feature['type']}{options}}}  # {why[feature['name']]}"
+            )
     left_out = [d for d in decisions if not d.kept]
     if left_out:
         lines.append("# left out:")

@@ -140,8 +140,9 @@ def left_out_line(meta: dict, left_out: dict[str, int]) -> str:
     for name in meta["input_features"]:
         if meta["features"][name]["preprocessing"].get("missing_value_strategy") == "drop_row":
             reasons.append(f"a missing '{name}' (missing_value_strategy: drop_row)")
+    total = sum(left_out.values())
     return (
-        f"left out {sum(left_out.values())} rows ({counts}) for {' or '.join(reasons)}; "
+        f"left out {total} row{'s' if total != 1 else ''} ({counts}) for {' or '.join(reasons)}; "
         "metrics and predictions cover the rest"
     )
 

@@ -87,6 +87,9 @@ class Feature:
     output_allowed: ClassVar[bool] = True
     # Preprocessing options and their defaults; anything else is a config error.
     defaults: ClassVar[dict[str, Any]] = {}
+    # Options added after cache entries and saved models were written: left out of describe()
+    # (the cache key) while at their default, so that those stay valid.
+    later_options: ClassVar[dict[str, Any]] = {}
     missing_strategies: ClassVar[tuple[str, ...]] = ()
     _vocab_cache: tuple[list[str], pd.Index]  # vocab_index's, set on first use
 
@@ -95,13 +98,14 @@ class Feature:
         self.role = role
         self.embedding_size = cfg.get("embedding_size")
         given = dict(cfg.get("preprocessing") or {})
-        unknown = sorted(set(given) - set(self.defaults))
+        known = {**self.defaults, **self.later_options}
+        unknown = sorted(set(given) - set(known))
         if unknown:
             raise UserError(
                 f"{role} feature '{self.name}' ({self.type_name}) has unknown preprocessing option "
-                f"'{unknown[0]}'; known options: {', '.join(sorted(self.defaults)) or 'none'}"
+                f"'{unknown[0]}'; known options: {', '.join(sorted(known)) or 'none'}"
             )
-        self.options = {**self.defaults, **given}
+        self.options = {**known, **given}
         strategy = self.options.get("missing_value_strategy")
         if self.missing_strategies and strategy not in self.missing_strategies:
             raise UserError(
@@ -120,7 +124,11 @@ class Feature:
             "name": self.name,
             "type": self.type_name,
             "role": self.role,
-            "preprocessing": self.options,
+            "preprocessing": {
+                k: v
+                for k, v in self.options.items()
+                if k not in self.later_options or v != self.later_options[k]
+            },
         }
 
     def check_values(self, series: pd.Series, stats: dict) -> None:

@@ -37,6 +37,9 @@ class NumberFeature(Feature):
         "normalization": "auto",
         "num_quantiles": 1000,
     }
+    # Values that stand for a missing number in this column ("n/a", "unknown", "?"): inference
+    # puts the ones it saw here, instead of taking the whole column for a category.
+    later_options = {"missing_values": []}
     missing_strategies = ("fill_mean", "fill_zero", "fill_value", "drop_row")
     normalizations = ("auto", "robust", "zscore", "minmax", "log1p", "quantile", "none", None)
 
@@ -47,6 +50,15 @@ class NumberFeature(Feature):
                 f"feature '{self.name}' has normalization '{self.options['normalization']}'; "
                 "use auto, robust, zscore, minmax, log1p, quantile or none"
             )
+        markers = self.options["missing_values"]
+        if not isinstance(markers, list | tuple) or not all(
+            isinstance(m, str | int | float) and not isinstance(m, bool) for m in markers
+        ):
+            raise UserError(
+                f"feature '{self.name}' has missing_values {markers!r}; use a list of the values "
+                "that stand for a missing number, e.g. [n/a, unknown]"
+            )
+        self._missing_markers = {str(m).strip() for m in markers}
         if int(self.options["num_quantiles"]) < 2:
             raise UserError(f"feature '{self.name}' has num_quantiles < 2; use at least 2")
         if role == "output" and self.options["normalization"] == "robust":
@@ -59,6 +71,8 @@ class NumberFeature(Feature):
     def _numeric(self, series: pd.Series, row_ids: np.ndarray) -> np.ndarray:
         if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
             return series.to_numpy(dtype=np.float64, na_value=np.nan)
+        if self._missing_markers:
+            series = series.mask(series.astype(str).str.strip().isin(self._missing_markers))
         coerced = numbers_from_text(series)
         failed = coerced.isna() & series.notna()
         if failed.any():  # only the values that did not parse are looked at as text
@@ -68,7 +82,8 @@ class NumberFeature(Feature):
                 position = series.index.get_loc(bad.index[0])
                 raise UserError(
                     f"number feature '{self.name}' has non-numeric value {bad.iloc[0]!r} at data row "
-                    f"{int(row_ids[position]) + 1}; fix the value or declare '{self.name}' as type category"
+                    f"{int(row_ids[position]) + 1}; fix the value, list it in its preprocessing.missing_values "
+                    f"if it stands for a missing number, or declare '{self.name}' as type category"
                 )
         return coerced.to_numpy(dtype=np.float64, na_value=np.nan)
 
