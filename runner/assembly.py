@@ -293,9 +293,14 @@ def _infer_features(cfg: DictConfig, settings: RunConfig, source: DataSource, ru
     from runner.processing.inference import infer_source
 
     model = settings.model
-    given = [f.name for f in model.output_features] if model.output_features else None
+    outputs = [f.name for f in model.output_features] if model.output_features else None
+    given = {
+        f.name: f.type for f in [*(model.input_features or []), *(model.output_features or [])]
+    }
     split = cast(dict, OmegaConf.to_container(cfg.dataset.split, resolve=True))
-    inference = infer_source(source, settings.dataset, split, given)
+    inference = infer_source(
+        source, settings.dataset, split, outputs, given, model.input_features is not None
+    )
     for line in inference.table().splitlines():
         log.info("%s", line)
     write_text_atomic(run_dir / "model.yaml", inference.yaml())

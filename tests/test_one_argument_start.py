@@ -123,11 +123,17 @@ def test_exclude_the_split_column_and_an_explicit_list_wins(tmp_path, cache_dir)
     assert why["fold"] == (None, "the split column (dataset.split.column)")
     assert inference.rows == 360  # the training rows only
     pre, inference = preprocessed(
-        tmp_path, cache_dir, path, "model.input_features=[{name:sqft,type:number}]"
+        tmp_path, cache_dir, path, "model.input_features=[{name:rooms,type:category}]"
     )
-    assert pre.meta["input_features"] == ["sqft"]
-    assert [d.name for d in inference.decisions if d.kept] != ["price", "sqft"]  # outputs only
+    assert pre.meta["input_features"] == ["rooms"]
     assert pre.meta["output_features"] == ["price"]
+    # The log's table and model.yaml say what the run trains on: the given input, as given.
+    why = {d.name: (d.type, d.reason) for d in inference.decisions}
+    assert why["rooms"] == ("category", "as given in the config")
+    assert why["sqft"] == (None, "not in model.input_features")
+    assert [d.name for d in inference.decisions if d.kept] == ["price", "rooms"]
+    saved = yaml.safe_load((tmp_path / "run" / "model.yaml").read_text())
+    assert saved["input_features"] == [{"name": "rooms", "type": "category"}]
     pre, inference = preprocessed(tmp_path, cache_dir, path, "dataset.target=[price,garden]")
     assert pre.meta["output_features"] == ["price", "garden"]  # several outputs, inferred types
     assert {d.name: d.type for d in inference.decisions if d.name in ("price", "garden")} == {

@@ -81,10 +81,19 @@ class Inference:
         return model_config(self.decisions, self.target)
 
 
-def infer_source(source, dataset, split: dict, outputs: list[str] | None = None) -> Inference:
+def infer_source(
+    source,
+    dataset,
+    split: dict,
+    outputs: list[str] | None = None,
+    given: dict[str, str] | None = None,
+    inputs_given: bool = False,
+) -> Inference:
     """Inference over the first dataset.inference_rows rows of the raw table that fall in the
     training split (file order, read on the driver: the same rows for every processor).
-    `outputs`: the names of explicitly given output features, which stand for the target."""
+    `outputs`: the names of explicitly given output features, which stand for the target;
+    `given`: every explicitly given feature's type, kept as given; `inputs_given`: the inputs
+    are model.input_features, and no other column is one."""
     from runner.errors import UserError
     from runner.processing.reading import read_sample
     from runner.processing.split import assign_splits
@@ -104,6 +113,9 @@ def infer_source(source, dataset, split: dict, outputs: list[str] | None = None)
             f"dataset.target to the column to predict, one of: {', '.join(map(str, sample.columns))}"
         )
     left_out = dict.fromkeys(dataset.exclude, "left out by dataset.exclude")
+    if inputs_given:
+        others = [c for c in sample.columns if c not in target and c not in (given or {})]
+        left_out.update(dict.fromkeys(others, "not in model.input_features"))
     if split["method"] == "column":
         left_out[split["column"]] = "the split column (dataset.split.column)"
         if split["column"] not in sample.columns:
@@ -120,7 +132,7 @@ def infer_source(source, dataset, split: dict, outputs: list[str] | None = None)
             f"dataset.exclude names {', '.join(unknown)}, which {source.label} does not have; "
             f"its columns are: {', '.join(map(str, sample.columns))}"
         )
-    decisions = infer_types(sample, target, left_out)
+    decisions = infer_types(sample, target, left_out, given)
     for d in decisions:
         if d.name in target and not d.kept:
             raise UserError(f"dataset.target={d.name} cannot be predicted: {d.reason}")
@@ -133,10 +145,14 @@ def infer_source(source, dataset, split: dict, outputs: list[str] | None = None)
 
 
 def infer_types(
-    sample: pd.DataFrame, target: list[str], exclude: Sequence[str] | dict[str, str] = ()
+    sample: pd.DataFrame,
+    target: list[str],
+    exclude: Sequence[str] | dict[str, str] = (),
+    given: dict[str, str] | None = None,
 ) -> list[Inferred]:
     """One decision per column of `sample`, targets first, in column order. `exclude`: columns
-    to leave out, or {column: the reason it is left out}."""
+    to leave out, or {column: the reason it is left out}; `given`: {column: type} of features
+    the config names, kept as they are."""
     if not isinstance(exclude, dict):
         exclude = dict.fromkeys(exclude, "left out by dataset.exclude")
     missing = [t for t in target if t not in sample.columns]
@@ -149,6 +165,9 @@ def infer_types(
         )
     decisions = []
     for name in [*target, *(c for c in sample.columns if c not in target)]:
+        if given and name in given:
+            decisions.append(Inferred(name, given[name], "as given in the config"))
+            continue
         if name in exclude and name not in target:
             decisions.append(Inferred(name, None, exclude[name]))
             continue
