@@ -132,6 +132,9 @@ if __name__ == "__main__":
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
+    from runner.overrides import say_override_errors_in_one_line
+
+    say_override_errors_in_one_line()
     _start_mlflow_early(sys.argv[1:])
     main()
     _exit_without_teardown()

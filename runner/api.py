@@ -67,6 +67,8 @@ def compose(overrides: list[str], config_dir=None):
     from hydra.core.global_hydra import GlobalHydra
 
     from runner.config import register_configs
+    from runner.errors import UserError
+    from runner.overrides import override_problem
 
     register_configs()
     extra = [f"hydra.searchpath=[file://{Path(config_dir).resolve()}]"] if config_dir else []
@@ -75,7 +77,13 @@ def compose(overrides: list[str], config_dir=None):
     ):  # a caller's own Hydra session (a notebook that composed a config itself)
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=[*overrides, *extra])
+        try:
+            return hydra_compose(config_name="config", overrides=[*overrides, *extra])
+        except Exception as error:
+            problem = override_problem(error)
+            if problem is None:
+                raise
+            raise UserError(problem) from None
 
 
 def _table_path(data, cache_dir: str) -> Path | str:

@@ -118,6 +118,12 @@ INTERNALS = (
         "runner/sweeps/launcher.py: failed trials",
         "a failed sweep trial's error is no longer recorded on its JobReturn",
     ),
+    Internal(
+        "hydra._internal.utils",
+        "run_and_report",
+        "runner/overrides.py: say_override_errors_in_one_line",
+        "a misspelt or mistyped override gets Hydra's own message (advising +key=value) again",
+    ),
 )
 
 

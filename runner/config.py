@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from runner.errors import UserError
+from runner.overrides import unknown_key_line
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -834,16 +835,7 @@ def check_config(cfg: DictConfig) -> RunConfig:
     """The composed config as typed settings: an unknown key or a value out of range
     is a UserError naming it (and the closest known key)."""
     for key, known in _unknown_keys(cfg, ""):
-        parent, _, name = key.rpartition(".")
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = (
-            f"did you mean {parent + '.' if parent else ''}{close[0]}?"
-            if close
-            else (
-                f"known keys{' of ' + parent if parent else ''}: {', '.join(k for k in known if k != '_target_')}"
-            )
-        )
-        raise UserError(f"{key} is not a config key; {hint}")
+        raise UserError(unknown_key_line(key, list(known)))
     from omegaconf import OmegaConf
 
     return cast(RunConfig, OmegaConf.to_object(cfg))  # a structured config: its dataclass

@@ -147,6 +147,14 @@ BAD_INPUTS = {
         ["dataset.path={d}/good.csv", "trainer=horovd"],
         "trainer=horovd is not an option; did you mean trainer=horovod?",
     ),
+    "misspelt key": (
+        ["dataset.path={d}/good.csv", "trainer.learning_rat=0.01"],
+        "trainer.learning_rat is not a config key; did you mean trainer.learning_rate?",
+    ),
+    "one name where a list goes": (
+        ["dataset.path={d}/good.csv", "dataset.exclude=weight"],
+        "dataset.exclude=weight: dataset.exclude takes a list; write dataset.exclude=[weight]",
+    ),
     "target not a column": (
         ["NO_MODEL", "dataset.path={d}/good.csv", "dataset.target=height"],
         "dataset.target=height is not a column of {d}/good.csv; set dataset.target to the column "
