@@ -104,6 +104,9 @@ def write_bad_inputs(d):
     good.to_parquet(d / "whole.parquet")
     whole = (d / "whole.parquet").read_bytes()
     (d / "truncated.parquet").write_bytes(whole[: len(whole) // 2])
+    (d / "two_tables").mkdir()  # a folder whose files do not share their types
+    good.head(30).to_parquet(d / "two_tables" / "a.parquet")
+    good.tail(30).astype({"size": str}).to_parquet(d / "two_tables" / "b.parquet")
 
 
 BAD_INPUTS = {
@@ -154,6 +157,11 @@ BAD_INPUTS = {
     "one name where a list goes": (
         ["dataset.path={d}/good.csv", "dataset.exclude=weight"],
         "dataset.exclude=weight: dataset.exclude takes a list; write dataset.exclude=[weight]",
+    ),
+    "a folder of two tables": (
+        ["NO_MODEL", "dataset.path={d}/two_tables", "dataset.target=good"],
+        "the files of dataset {d}/two_tables are not one table: Unable to merge: Field size has "
+        "incompatible types",
     ),
     "target not a column": (
         ["NO_MODEL", "dataset.path={d}/good.csv", "dataset.target=height"],

@@ -167,7 +167,13 @@ def read_sample(source: DataSource, rows: int):
             break
     if not tables:
         raise UserError(f"dataset {source.path} has no data rows; add rows below the header")
-    table = pa.concat_tables(tables, promote_options="permissive")
+    try:
+        table = pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
+        raise UserError(
+            f"the files of dataset {source.path} are not one table: {str(exc).splitlines()[0]}; "
+            "point dataset.path at files of the same columns and types"
+        ) from None
     return table.to_pandas() if table.num_rows else pd.DataFrame()
 
 
