@@ -22,7 +22,6 @@ from runner.config import FeatureConfig, RunConfig, TrainerConfig, check_config
 from runner.errors import UserError
 from runner.loading.base import Loader
 from runner.loading.local import LocalLoader
-from runner.outputs import write_text_atomic
 from runner.processing.base import Processor
 from runner.processing.inference import Inference
 from runner.processing.pandas_engine import PandasProcessor
@@ -288,8 +287,8 @@ FEATURE_COMMANDS = ("experiment", "preprocess", "train", "init")
 
 def _infer_features(cfg: DictConfig, settings: RunConfig, source: DataSource, run_dir: Path):
     """model=auto: the feature lists the config leaves null, inferred from the table, logged
-    as a table, written to <run dir>/model.yaml and put into the config, which from here on
-    reads as if the user had typed them."""
+    as a table and put into the config, which from here on reads as if the user had typed
+    them (<run dir>/model.yaml is written once the features are checked: commands.py)."""
     from runner.processing.inference import infer_source
 
     model = settings.model
@@ -303,7 +302,6 @@ def _infer_features(cfg: DictConfig, settings: RunConfig, source: DataSource, ru
     )
     for line in inference.table().splitlines():
         log.info("%s", line)
-    write_text_atomic(run_dir / "model.yaml", inference.yaml())
     inferred = inference.model_config()
     cfg = cfg.copy()
     for group in ("input_features", "output_features"):

@@ -139,11 +139,17 @@ def _preprocess(run: Run) -> Preprocessed:
 
     split = cast(dict, OmegaConf.to_container(run.cfg.dataset.split, resolve=True))
     features = _features(run)
-    return run.backend.main_first(
+    preprocessed = run.backend.main_first(
         lambda: preprocess(
             run.processor, run.source, features, split, run.settings.cache_dir, run.cache_options
         )
     )
+    if run.inference is not None and run.backend.is_main:
+        # Once the data has preprocessed with them: bad input leaves no model.yaml behind.
+        from runner import outputs
+
+        outputs.write_text_atomic(run.run_dir / "model.yaml", run.inference.yaml())
+    return preprocessed
 
 
 def command_preprocess(run: Run) -> dict:

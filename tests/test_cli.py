@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from helpers import error_lines, mixed_table, run_cli
 
-OUTPUTS = ("model", "metrics.json", "predictions.parquet", "learning_curves.png")
+OUTPUTS = ("model", "model.yaml", "metrics.json", "predictions.parquet", "learning_curves.png")
 
 
 def test_default_experiment_beats_the_majority_baseline(tmp_path):
