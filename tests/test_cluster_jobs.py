@@ -364,8 +364,9 @@ print("stop returned", round(time.perf_counter() - started, 3), runtime._ready.i
 
 
 def test_logs_a_person_can_read(tmp_path):
-    """No ANSI codes and no Ray Data chatter on the console or in run.log; each worker's log in
-    trainer.logdir; backend.worker_logs=true brings the workers' lines back."""
+    """No ANSI codes, no Ray Data chatter and no Horovod rendezvous chatter on the console or in
+    run.log; each worker's log in trainer.logdir, and rank 0's lines (its epochs) repeated in
+    the driver's log, once each; backend.worker_logs=true brings every worker's lines back."""
     logs = tmp_path / "logs"
     quiet = run_cli(
         "backend=ray",
@@ -383,6 +384,9 @@ def test_logs_a_person_can_read(tmp_path):
         assert "\x1b[" not in text
         assert "Execution plan of Dataset" not in text and "SplitCoordinator" not in text
         assert "SIGTERM handler is not set" not in text  # Ray started in a thread says so
+        assert "has keys" not in text and "Cleared scope" not in text  # Horovod's rendezvous
+        assert f"workers log to {logs}" in text
+        assert text.count("epoch 1/2  train loss") == 1 and text.count("epoch 2/2  train loss") == 1
     assert "trainer=auto picked horovod" in run_log
     assert sorted(p.name for p in logs.glob("rank-*.log")) == ["rank-0.log", "rank-1.log"]
     assert "epoch 2/2" in (logs / "rank-0.log").read_text()

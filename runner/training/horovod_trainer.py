@@ -3,6 +3,7 @@ or in this process as one rank under horovodrun (the backend launched the ranks)
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import replace
 
@@ -34,6 +35,20 @@ def _horovod_worker(job: TrainingJob, elastic: bool = False) -> TrainingResult |
 def _worker_env(settings, use_gpu: bool) -> dict[str, str]:
     """horovod_env for the Ray workers, their output unbuffered."""
     return {"PYTHONUNBUFFERED": "1", **horovod_env(dict(os.environ), use_gpu, settings.timeline)}
+
+
+class _RendezvousChatter(logging.Filter):
+    """Horovod's rendezvous server, in the driver, logs every key its workers store and clear
+    (36 lines for 2 workers) at INFO through the root logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or "/horovod/runner/http/" not in record.pathname
+
+
+def quiet_rendezvous_server() -> None:
+    root = logging.getLogger()
+    if not any(isinstance(f, _RendezvousChatter) for f in root.filters):
+        root.addFilter(_RendezvousChatter())
 
 
 def _executor_class():
@@ -128,6 +143,8 @@ class HorovodTrainer(DistributedTrainer):
     def _run(self, job: TrainingJob, workers: int) -> TrainingResult:
         import ray
         from horovod.ray import RayExecutor
+
+        quiet_rendezvous_server()
 
         resources = self.resources
         placement = {

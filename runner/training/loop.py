@@ -134,6 +134,20 @@ def run_training(job: TrainingJob, strategy) -> TrainingResult:
     result.world_size = strategy.world_size
     result.stopped_early = monitor.should_stop
     result.best_epoch, result.best_value = monitor.best_epoch, monitor.best_value
+    if strategy.is_main and has_validation and monitor.best_epoch > 0:
+        stopped = (
+            f"early stopping after epoch {ctx.epoch}: validation {monitor.metric} has not "
+            f"improved for {monitor.patience} epochs (trainer.early_stopping.patience); "
+            if monitor.should_stop
+            else ""
+        )
+        log.info(
+            "%sthe model of epoch %d is kept (validation %s %.4f)",
+            stopped,
+            monitor.best_epoch,
+            monitor.metric,
+            monitor.best_value,
+        )
     ctx.close()
     final = (average.module if average is not None else _unwrapped(model)).cpu()
     if best_state is not None:
@@ -373,7 +387,7 @@ def _train_epoch(step: Step, decoders, loader, data, epoch, seed, strategy, show
         desc=label,
         unit="rows",
         leave=False,
-        disable=not show,
+        disable=None if show else True,  # None: off where stderr is no terminal (a log file)
         mininterval=0.5,
     )
     started = time.perf_counter()

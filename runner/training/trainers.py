@@ -24,6 +24,7 @@ from runner.errors import UserError
 from runner.runtime import require_ray
 from runner.training import checkpoints
 from runner.training.base import JobFactory
+from runner.training.follow import following_rank_zero, log_dir
 from runner.training.job import TrainingJob, TrainingResult
 from runner.training.loop import run_training
 from runner.training.reporting import relayed_reports
@@ -157,7 +158,8 @@ class DistributedTrainer(LocalTrainer):
                 epoch_reporter=reporter,
             )
             try:
-                return self._run(job, workers)
+                with following_rank_zero(log_dir(self.settings.logdir, job.run_dir)):
+                    return self._run(job, workers)
             except (
                 WorkerLost
             ) as lost:  # a worker process died: the attempt is lost, the checkpoint is not

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from runner.runtime import current_node
+from runner.training.follow import log_dir  # noqa: F401  (the workers' log_dir too)
 
 
 def set_threads(num_threads: int | None, strategy) -> None:
@@ -20,11 +21,6 @@ def set_threads(num_threads: int | None, strategy) -> None:
         threads = max(1, (os.cpu_count() or 1) // max(strategy.local_size, 1))
     if threads:
         torch.set_num_threads(int(threads))
-
-
-def log_dir(logdir: str | None, run_dir: str) -> Path:
-    """trainer.logdir, or <run dir>/workers."""
-    return Path(logdir or Path(run_dir) / "workers")
 
 
 class _WorkerLog(logging.FileHandler):
