@@ -59,7 +59,10 @@ def _require(ok: bool, key: str, rule: str, value) -> None:
 
 def _one_of(value, allowed: tuple, key: str) -> None:
     if value not in allowed:
-        raise UserError(f"{key}={value} is unknown; use one of: {', '.join(map(str, allowed))}")
+        names = [str(a) for a in allowed]
+        close = difflib.get_close_matches(str(value), names, n=1)
+        hint = f"did you mean {key}={close[0]}? " if close else ""
+        raise UserError(f"{key}={value} is unknown; {hint}use one of: {', '.join(names)}")
 
 
 def _resources(given, key: str) -> dict[str, float]:

@@ -104,6 +104,12 @@ def write_bad_inputs(d):
     good.to_parquet(d / "whole.parquet")
     whole = (d / "whole.parquet").read_bytes()
     (d / "truncated.parquet").write_bytes(whole[: len(whole) // 2])
+    (d / "a_run" / "model").mkdir(parents=True)  # a run dir given where its model/ goes
+    for name in ("weights.pt", "meta.json", "config.yaml"):
+        (d / "a_run" / "model" / name).write_text("")
+    rows = (d / "good.csv").read_text().splitlines()
+    rows.insert(5, rows[5] + ",1,2")  # a row of two fields too many, on line 6
+    (d / "bad_row.csv").write_text("\n".join(rows) + "\n")
     (d / "two_tables").mkdir()  # a folder whose files do not share their types
     good.head(30).to_parquet(d / "two_tables" / "a.parquet")
     good.tail(30).astype({"size": str}).to_parquet(d / "two_tables" / "b.parquet")
@@ -165,8 +171,9 @@ BAD_INPUTS = {
     ),
     "target not a column": (
         ["NO_MODEL", "dataset.path={d}/good.csv", "dataset.target=height"],
-        "dataset.target=height is not a column of {d}/good.csv; set dataset.target to the column "
-        "to predict, one of: size, weight, shape,",
+        "dataset.target=height is not a column of {d}/good.csv (did you mean "
+        "dataset.target=weight?); set dataset.target to the column to predict, one of: size, "
+        "weight, shape,",
     ),
     "not gzip": (
         ["NO_MODEL", "dataset.path={d}/bad.csv.gz", "dataset.target=good"],
@@ -179,6 +186,19 @@ BAD_INPUTS = {
     "no model dir to predict with": (
         ["command=predict", "model_dir={d}/nope", "dataset.path={d}/good.csv"],
         "model_dir={d}/nope is not a model directory",
+    ),
+    "a run dir as model_dir": (
+        ["command=predict", "model_dir={d}/a_run", "dataset.path={d}/good.csv"],
+        "model_dir={d}/a_run is a run directory; did you mean model_dir={d}/a_run/model?",
+    ),
+    "a row of too many fields": (
+        ["NO_MODEL", "dataset.path={d}/bad_row.csv", "dataset.target=good"],
+        "cannot read {d}/bad_row.csv as csv (line 6): CSV parse error: Expected",
+    ),
+    "no target named": (
+        ["NO_MODEL", "dataset.path={d}/good.csv"],
+        "dataset.target=label is not a column of {d}/good.csv (the built-in table's target: "
+        "name yours)",
     ),
     "unknown split method": (
         ["dataset.path={d}/good.csv", "dataset.split.method=sideways"],
@@ -239,7 +259,8 @@ BAD_INPUTS = {
     ),
     "unknown optimizer": (
         ["dataset.path={d}/good.csv", "trainer.optimizer=adamax"],
-        "trainer.optimizer=adamax is unknown; use one of: adamw, adam, sgd",
+        "trainer.optimizer=adamax is unknown; did you mean trainer.optimizer=adam? use one of: "
+        "adamw, adam, sgd",
     ),
     "unknown command": (
         ["dataset.path={d}/good.csv", "command=fly"],

@@ -35,6 +35,12 @@ def load_model_dir(model_dir: str | os.PathLike | None) -> SavedModel:
     path = Path(os.path.expanduser(str(model_dir)))
     missing = [name for name in MODEL_FILES if not (path / name).is_file()]
     if missing:
+        inside = path / "model"
+        if all((inside / name).is_file() for name in MODEL_FILES):  # a run dir: its model/
+            raise UserError(
+                f"model_dir={model_dir} is a run directory; did you mean "
+                f"model_dir={Path(str(model_dir)) / 'model'}?"
+            )
         raise UserError(
             f"model_dir={model_dir} is not a model directory (missing {', '.join(missing)}); "
             "pass the model/ folder of a finished training run"

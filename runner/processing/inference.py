@@ -9,6 +9,8 @@ file order), not the processor.
 
 from __future__ import annotations
 
+import difflib
+
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +32,7 @@ TEXT_WORDS = 3.0
 # words, is text rather than a category.
 TEXT_SHARE = 0.5
 SET_DELIMITERS = ("|", ";", ",")
+BUILT_IN_TARGET = "label"  # conf/dataset/synthetic.yaml's: kept when only dataset.path is set
 # A column of numbers with a few words among them ('n/a', 'unknown', '?') is a number column
 # whose words stand for missing values: up to this many distinct words, in up to this share.
 MAX_MISSING_MARKERS = 3
@@ -108,9 +111,18 @@ def infer_source(
     sample = read_sample(source, dataset.inference_rows)
     missing = [t for t in target if t not in sample.columns]
     if missing:
+        columns = [str(c) for c in sample.columns]
+        close = [difflib.get_close_matches(t, columns, n=1, cutoff=0.7) for t in missing]
+        hint = (
+            f" (did you mean dataset.target={close[0][0]}?)"
+            if len(missing) == 1 and close[0]
+            else " (the built-in table's target: name yours)"
+            if missing == [BUILT_IN_TARGET]
+            else ""
+        )
         raise UserError(
-            f"dataset.target={','.join(missing)} is not a column of {source.label}; set "
-            f"dataset.target to the column to predict, one of: {', '.join(map(str, sample.columns))}"
+            f"dataset.target={','.join(missing)} is not a column of {source.label}{hint}; set "
+            f"dataset.target to the column to predict, one of: {', '.join(columns)}"
         )
     left_out = dict.fromkeys(dataset.exclude, "left out by dataset.exclude")
     if inputs_given:

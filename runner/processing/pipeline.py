@@ -47,9 +47,14 @@ def check_columns(
 ) -> None:
     for feature in features:
         if feature.name not in available:
+            needed = (
+                " (the target: training and command=evaluate need it, command=predict does not)"
+                if feature.role == "output"
+                else ""
+            )
             raise UserError(
-                f"{feature.role} feature '{feature.name}' is not a column of {source.label}; "
-                f"available columns: {', '.join(map(str, available))}"
+                f"{feature.role} feature '{feature.name}' is not a column of {source.label}"
+                f"{needed}; available columns: {', '.join(map(str, available))}"
             )
     for column in extra:
         if column not in available:

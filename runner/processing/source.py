@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 
 import fsspec
@@ -116,7 +117,8 @@ class DataSource:
             if "://" in str(self.path) and not str(self.path).startswith("file://"):
                 check_bucket(fs, str(self.path), "dataset.path")
             raise UserError(
-                f"dataset not found: {self.path}; set dataset.path to an existing CSV or Parquet file"
+                f"dataset not found: {self.path}; set dataset.path to an existing file or folder "
+                f"({', '.join(FORMATS)})"
             )
         if fs.isdir(path):
             assert self.format is not None  # from_config sets it with the path
@@ -219,10 +221,30 @@ def reading_errors(source: DataSource, path: str):
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         compression = next((c for c in COMPRESSIONS if path.lower().endswith(c)), "")
         kind = f"{compression[1:]}-compressed " if compression else ""
+        if "CSV parse error" in first:  # one bad row: where it is, and what fixes it
+            line = _line_of_row(path, first) if not compression else None
+            where = f" (line {line})" if line else ""
+            raise UserError(
+                f"cannot read {path} as csv{where}: {first}; fix that row (quote a value that "
+                "holds the delimiter) or set dataset.delimiter"
+            ) from None
         raise UserError(
             f"cannot read {path} as {kind}{source.format}: {first}; check the file "
             "(or set dataset.format to what it holds)"
         ) from None
+
+
+def _line_of_row(path: str, message: str) -> int | None:
+    """The line number of the row pyarrow quotes in its parse error (a local file's)."""
+    quoted = re.search(r"got \d+: (.+?)(?: \.\.\.)?$", message)
+    if quoted is None or not os.path.isfile(path):
+        return None
+    start = quoted[1][:60]
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, text in enumerate(handle, start=1):
+            if text.startswith(start):
+                return number
+    return None
 
 
 HASH_MEMO = os.path.join(
