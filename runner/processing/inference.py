@@ -10,7 +10,6 @@ file order), not the processor.
 from __future__ import annotations
 
 import difflib
-
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
