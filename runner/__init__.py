@@ -14,4 +14,8 @@ def __getattr__(name: str):
         from runner.api import train
 
         return train
+    if name == "UserError":  # what train() and Predictor raise for bad input
+        from runner.errors import UserError
+
+        return UserError
     raise AttributeError(f"module 'runner' has no attribute {name!r}")

@@ -41,21 +41,32 @@ def train(
     outputs/<date>/<time> under the working directory, as run.py's; `config_dir` adds a
     directory of config groups (run.py's --config-dir)."""
     from runner.commands import run_command
+    from runner.errors import UserError
     from runner.scoring.predictor import Predictor
 
     overrides = list(overrides)
     if target is not None:
         overrides.append(f"dataset.target={_override_value(target)}")
     if command := next((o for o in overrides if o.startswith("command=")), None):
-        from runner.errors import UserError
-
         raise UserError(f"train() runs command=experiment; drop {command}")
     cfg = compose(overrides, config_dir)
+    frame_path = None
     if data is not None:
-        cfg.dataset.path = str(_table_path(data, cfg.cache_dir))
+        table = _table_path(data, cfg.cache_dir)
+        cfg.dataset.path = str(table)
+        frame_path = str(table) if table is not data else None  # a DataFrame's copy
     default = Path("outputs") / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
     run_dir = Path(run_dir or default).absolute()
-    metrics = run_command(cfg, run_dir)
+    existed = run_dir.exists()
+    try:
+        metrics = run_command(cfg, run_dir)
+    except UserError as error:
+        if not existed and run_dir.is_dir() and not any(run_dir.iterdir()):
+            run_dir.rmdir()  # bad input leaves nothing behind
+        if frame_path is None:
+            raise
+        # The frame's Parquet copy is ours; the caller knows it as the DataFrame they gave.
+        raise UserError(str(error).replace(frame_path, "the DataFrame given to train()")) from None
     return TrainResult(metrics, Predictor.load(run_dir / "model"), run_dir)
 
 

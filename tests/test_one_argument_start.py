@@ -291,5 +291,7 @@ def test_train_from_python_twice_matches_run_py(tmp_path, monkeypatch):
     rows = houses(5, seed=1).drop(columns=["price"])
     predictions = predictor.predict(rows)
     assert len(predictions) == 5 and predictions["price_prediction"].between(100, 600).all()
-    with pytest.raises(UserError, match="dataset.target=cost is not a column"):
-        train(houses(), target="cost", overrides=overrides)
+    # A DataFrame is named as such (not its Parquet copy), and the failed run leaves no dir.
+    with pytest.raises(UserError, match="dataset.target=cost is not a column of the DataFrame gi"):
+        train(houses(), target="cost", overrides=overrides, run_dir=tmp_path / "failed")
+    assert not (tmp_path / "failed").exists()

@@ -104,6 +104,20 @@ def test_rows_one_at_a_time_equal_the_whole_frame(model):
     assert_same_predictions(pd.concat(rows, ignore_index=True), model["expected"])
 
 
+def test_predictor_takes_a_row_dict_and_a_list_of_them_and_names_anything_else(model):
+    from runner import UserError
+
+    predictor = Predictor.load(model["dir"])
+    records = json.loads(pd.read_csv(model["csv"]).head(3).to_json(orient="records"))
+    expected = model["expected"].head(3)
+    assert_same_predictions(predictor.predict(records), expected)
+    assert_same_predictions(predictor.predict(records[0]), expected.head(1))
+    with pytest.raises(UserError, match="predict takes a pandas DataFrame, a row as a dict"):
+        predictor.predict("size=3")
+    with pytest.raises(UserError, match="row 0 has no field 'size'"):
+        predictor.predict({k: v for k, v in records[0].items() if k != "size"})
+
+
 def test_predictor_names_a_missing_column_and_a_bad_value(model):
     from runner.errors import UserError
 

@@ -98,10 +98,23 @@ class Predictor:
         """Logits of every row the inputs keep (no targets needed)."""
         return self._scored(frame, False, first_row, row_ids)
 
-    def predict(self, frame: pd.DataFrame, first_row: int = 0, row_ids=None) -> pd.DataFrame:
+    def predict(self, rows, first_row: int = 0, row_ids=None) -> pd.DataFrame:
         """One row per scored input row: `row` (its position, from first_row, or row_ids),
-        each output's prediction in raw labels or units, and its probabilities."""
-        return self.prediction_frame(self.score_inputs(frame, first_row, row_ids))
+        each output's prediction in raw labels or units, and its probabilities. `rows`: a
+        DataFrame, one row as a dict, or a list of row dicts (checked as a served request's)."""
+        return self.prediction_frame(self.score_inputs(self.as_frame(rows), first_row, row_ids))
+
+    def as_frame(self, rows) -> pd.DataFrame:
+        if isinstance(rows, pd.DataFrame):
+            return rows
+        if isinstance(rows, dict):
+            rows = [rows]
+        if isinstance(rows, list | tuple):
+            return self.records_frame(rows)
+        raise UserError(
+            f"predict takes a pandas DataFrame, a row as a dict or a list of row dicts, not "
+            f"{type(rows).__name__}"
+        )
 
     def prediction_frame(self, scored: Scored, with_targets: bool = False) -> pd.DataFrame:
         targets = scored.targets if with_targets else None
