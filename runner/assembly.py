@@ -17,7 +17,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from runner.backends.base import Backend
-from runner.backends.early import decide_backend
+from runner.backends.early import TRAINING_COMMANDS, decide_backend
 from runner.config import FeatureConfig, RunConfig, TrainerConfig, check_config
 from runner.errors import UserError
 from runner.loading.base import Loader
@@ -115,12 +115,15 @@ class TrainerChoice:
     def wants_ray(self) -> str | None:
         return self.settings.wants_ray()
 
-    def resolve(self, backend: Backend) -> Trainer:
+    def resolve(self, backend: Backend, trains: bool = True) -> Trainer:
+        """`trains`: the command trains (predict, evaluate, serve do not: their pick goes
+        unsaid)."""
         s = self.settings
         strategy, reason = s.strategy, None
         if strategy == "auto":
             strategy, reason = self._pick(backend)
-            log.info("trainer=auto picked %s: %s", strategy, reason)
+            if trains:
+                log.info("trainer=auto picked %s: %s", strategy, reason)
         elif strategy == "local" and self.many_workers():
             raise UserError(
                 f"trainer=local trains in one process, but {self.many_workers()} asks for more; "
@@ -190,7 +193,7 @@ class Plan:
 
     def resolve(self) -> Run:
         """Inside the backend's context: every remaining `auto` resolved, each pick logged."""
-        trainer = self.trainer.resolve(self.backend)
+        trainer = self.trainer.resolve(self.backend, self.settings.command in TRAINING_COMMANDS)
         processor = self.processor
         if isinstance(processor, AutoProcessor):
             processor = processor.resolve(self.backend, self.source)

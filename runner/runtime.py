@@ -255,6 +255,7 @@ class RayRuntime:
         else:
             # "local": Ray would otherwise attach to whatever cluster `ray start` left running
             # here (its address file), ignoring num_cpus; null means a Ray of this run's own.
+            quiet_token_notice()
             with lean_local_ray(ray, dashboard=self.dashboard, worker_logs=self.worker_logs):
                 context = ray.init(
                     address="local",
@@ -318,6 +319,24 @@ def _hold_sigterm_for_ray() -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
         logging.getLogger("ray._private.worker").addFilter(_SIGTERM_WARNING)
+
+
+class _NoTokenNotice(logging.Filter):
+    """Ray says on every start of a local Ray that it turned token authentication on (as it
+    does where ~/.ray/auth_token exists): for a Ray that lives as long as one run, every run's
+    console repeated a setting nobody asked about. Its warning that authentication is off stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Token authentication is enabled for this Ray")
+
+
+_TOKEN_NOTICE = _NoTokenNotice()
+
+
+def quiet_token_notice() -> None:
+    logging.getLogger("ray._private.authentication.authentication_token_setup").addFilter(
+        _TOKEN_NOTICE
+    )
 
 
 @contextlib.contextmanager

@@ -53,6 +53,7 @@ def test_every_command_through_the_cli(tmp_path):
         env=cache,
     )
     assert train.returncode == 0, train.stderr
+    assert "trainer=auto picked local" in train.stdout + train.stderr
     assert "cache hit" in train.stderr + train.stdout
     assert (tmp_path / "train" / "model" / "weights.pt").exists()
     assert not (tmp_path / "train" / "predictions.parquet").exists()
@@ -66,6 +67,9 @@ def test_every_command_through_the_cli(tmp_path):
         env=cache,
     )
     assert predict.returncode == 0, predict.stderr
+    assert (
+        "trainer=auto picked" not in predict.stdout + predict.stderr
+    )  # nothing trains: the pick goes unsaid
     predictions = pd.read_parquet(tmp_path / "predict" / "predictions.parquet")
     assert len(predictions) == 50 and "grade_probability_A" in predictions
     evaluate = run_cli(

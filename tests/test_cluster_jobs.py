@@ -385,6 +385,7 @@ def test_logs_a_person_can_read(tmp_path):
         assert "Execution plan of Dataset" not in text and "SplitCoordinator" not in text
         assert "SIGTERM handler is not set" not in text  # Ray started in a thread says so
         assert "has keys" not in text and "Cleared scope" not in text  # Horovod's rendezvous
+        assert "Token authentication is enabled" not in text  # Ray's notice on each start
         assert f"workers log to {logs}" in text
         assert text.count("epoch 1/2  train loss") == 1 and text.count("epoch 2/2  train loss") == 1
     assert "trainer=auto picked horovod" in run_log
