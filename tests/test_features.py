@@ -936,3 +936,17 @@ def test_vocabulary_counts_stay_bounded_and_keep_the_frequent_values():
     stats = _fit_set(features, texts, 3)["t"]
     assert stats["vocab"] == ["a", "b", "c", "d", "e"]
     assert set(stats["score"]["words"]) == {"a", "b", "c", "d", "e"}
+
+
+def test_class_labels_come_back_as_the_values_they_were():
+    """Predicted and true labels: true/false as booleans, plain whole numbers as integers (a
+    0/1 or 1-5 target), anything else (codes with a leading zero, words, decimals) as strings."""
+    from runner.scoring.decoding import typed_labels
+
+    assert typed_labels(["False", "True"]).tolist() == [False, True]
+    assert typed_labels(["false", "true"]).dtype == bool
+    assert (
+        typed_labels(["0", "1"]).tolist() == [0, 1] and typed_labels(["-2", "10"]).dtype == np.int64
+    )
+    for strings in (["007", "12"], ["no", "yes"], ["1.5", "2"], ["1", "one"]):
+        assert typed_labels(strings).tolist() == strings

@@ -416,7 +416,8 @@ def test_predict_and_evaluate_on_raw_data_without_the_cache(tmp_path, cache_dir)
     predictions = pd.read_parquet(tmp_path / "predict" / "predictions.parquet")
     assert len(predictions) == 400
     assert predictions["row"].tolist() == list(range(400))
-    assert set(predictions["label_prediction"]) <= {"True", "False"}
+    # The synthetic label is a boolean: predicted as one (typed_labels), not as 'True'/'False'.
+    assert predictions["label_prediction"].dtype == bool
     assert predictions["label_probability"].between(0, 1).all()
     metrics = run_experiment(
         tmp_path / "evaluate",
@@ -428,7 +429,7 @@ def test_predict_and_evaluate_on_raw_data_without_the_cache(tmp_path, cache_dir)
     assert metrics["evaluation"]["label/roc_auc"] > 0.85
     saved = history(tmp_path / "evaluate")
     assert saved["rows"] == 400 and saved["evaluation"] == metrics["evaluation"]
-    accuracy = (predictions["label_prediction"] == new["label"].astype(str)).mean()
+    accuracy = (predictions["label_prediction"] == new["label"]).mean()  # the data's own values
     assert accuracy == pytest.approx(metrics["evaluation"]["label/accuracy"])
     assert not cache_dir.exists() or not any(cache_dir.iterdir())  # predict never touched the cache
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -165,6 +166,23 @@ def _joined(members: np.ndarray, labels: np.ndarray, delimiter: str) -> np.ndarr
     return np.array([delimiter.join(labels[row]) for row in members], dtype=object)
 
 
+_WHOLE_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)")
+
+
+def typed_labels(labels: list) -> np.ndarray:
+    """A class label as the value it was in the data: labels that are all true/false as
+    booleans, all whole numbers written plainly (no leading zero: not a code like '007') as
+    integers; any other set stays strings. Labels are stored as strings, and a 0/1 or a
+    boolean target came back as '0'/'1' or 'True'/'False', which no comparison with the data's
+    own values matched."""
+    texts = [str(label) for label in labels]
+    if texts and {t.lower() for t in texts} <= {"true", "false"}:
+        return np.array([t.lower() == "true" for t in texts], dtype=bool)
+    if texts and all(_WHOLE_NUMBER.fullmatch(t) for t in texts):
+        return np.array([int(t) for t in texts], dtype=np.int64)
+    return np.asarray(labels, dtype=object)
+
+
 def prediction_frame(
     layout: Layout,
     decoders: Decoders,
@@ -180,6 +198,8 @@ def prediction_frame(
     for spec in layout.outputs:
         z = logits[spec.name]
         labels = np.asarray(spec.labels, dtype=object)
+        if spec.type in ("binary", "category"):
+            labels = typed_labels(spec.labels)
         if spec.type == "binary":
             probability = _sigmoid(z.reshape(-1).astype(np.float64))
             columns[f"{spec.name}_prediction"] = labels[(probability > 0.5).astype(int)]
