@@ -381,7 +381,8 @@ def command_experiment(run: Run, figures, tracker=None) -> dict:
 
 
 def _majority_baseline(predictor, meta: dict, stats: list[dict]) -> dict[str, float]:
-    """Accuracy of always predicting the training split's most frequent class."""
+    """What always predicting the training split's most frequent class scores (accuracy),
+    or its mean (mse and r2: from the scored rows' mean and spread, no second pass)."""
     from runner.scoring.decoding import merge_metrics
 
     merged = merge_metrics(predictor.layout, stats)
@@ -394,6 +395,12 @@ def _majority_baseline(predictor, meta: dict, stats: list[dict]) -> dict[str, fl
             baseline[f"{spec.name}/accuracy"] = positive if mode else 1.0 - positive
         elif spec.type == "category":  # the vocabulary is frequency-ranked: class 0
             baseline[f"{spec.name}/accuracy"] = float(counts["confusion"][0].sum()) / counts["n"]
+        elif spec.type == "number" and counts["n"]:
+            n, spread = counts["n"], counts["target_m2"]
+            offset = counts["target_mean"] - meta["features"][spec.name]["stats"]["mean"]
+            squared_error = spread + n * offset**2  # of the training mean, over these rows
+            baseline[f"{spec.name}/mse"] = squared_error / n
+            baseline[f"{spec.name}/r2"] = 1.0 - squared_error / spread if spread > 0 else 0.0
     return baseline
 
 
@@ -458,7 +465,10 @@ def command_evaluate(run: Run, figures, tracker=None) -> dict:
         raise UserError(
             f"{run.source.label} has no rows with a known target; evaluate needs labelled rows"
         )
-    metrics = {"evaluation": outcome.metrics}
+    metrics = {
+        "evaluation": outcome.metrics,
+        "baseline": _majority_baseline(predictor, predictor.saved.meta, outcome.stats),
+    }
     _evaluation_plots(run, figures, predictor, outcome.stats, "evaluation")
     _finish(run, metrics, {"rows": outcome.rows, "dataset": run.source.label}, figures, tracker)
     return metrics

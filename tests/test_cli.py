@@ -80,7 +80,7 @@ def test_every_command_through_the_cli(tmp_path):
         env=cache,
     )
     assert evaluate.returncode == 0, evaluate.stderr
-    assert "grade/macro_f1" in evaluate.stdout
+    assert "grade/macro_f1" in evaluate.stdout and "baseline" in evaluate.stdout
     assert (
         "grade/accuracy"
         in json.loads((tmp_path / "evaluate" / "metrics.json").read_text())["evaluation"]

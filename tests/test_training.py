@@ -26,6 +26,9 @@ def test_every_feature_type_end_to_end(tmp_path, cache_dir, mixed_csv):
     assert 0 < test["grade/macro_f1"] <= 1
     assert test["value/r2"] > 0.8
     assert {"value/mse", "value/mae", "good/accuracy", "good/loss", "grade/loss"} <= set(test)
+    # The mean's baseline for a number output: an r2 near 0, an mse far above the model's.
+    baseline = metrics["baseline"]
+    assert abs(baseline["value/r2"]) < 0.05 and baseline["value/mse"] > 3 * test["value/mse"]
     predictions = pd.read_parquet(tmp_path / "run" / "predictions.parquet")
     assert {
         "row",
