@@ -10,13 +10,12 @@ each reported as one line that names the key.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from runner.errors import UserError
-from runner.overrides import unknown_key_line
+from runner.overrides import closest_choice, unknown_key_line
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -60,8 +59,7 @@ def _require(ok: bool, key: str, rule: str, value) -> None:
 def _one_of(value, allowed: tuple, key: str) -> None:
     if value not in allowed:
         names = [str(a) for a in allowed]
-        close = difflib.get_close_matches(str(value), names, n=1)
-        hint = f"did you mean {key}={close[0]}? " if close else ""
+        hint = closest_choice(key, str(value), names)
         raise UserError(f"{key}={value} is unknown; {hint}use one of: {', '.join(names)}")
 
 
@@ -908,8 +906,7 @@ def unknown_group_option(args: list[str], conf_dir: Path) -> str | None:
             continue  # glob(), range(): Hydra expands them against the options itself
         for value in values:
             if value not in options:
-                close = difflib.get_close_matches(value, options, n=1)
-                hint = f"did you mean {override.key_or_group}={close[0]}? " if close else ""
+                hint = closest_choice(override.key_or_group, value, options)
                 return (
                     f"{override.key_or_group}={value} is not an option; {hint}the options of "
                     f"{override.key_or_group} are: {', '.join(options)}"

@@ -74,6 +74,12 @@ def _unknown_key(line: str, cause) -> str:
     return unknown_key_line(line.partition("=")[0].lstrip("+~"), known)
 
 
+def closest_choice(key: str, value: str, choices: list[str], cutoff: float = 0.6) -> str:
+    """ "did you mean key=<the closest of choices>? " when one is close enough, else ""."""
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=cutoff)
+    return f"did you mean {key}={close[0]}? " if close else ""
+
+
 def unknown_key_line(key: str, known: list[str]) -> str:
     """`key` is not a config key: the closest of `known` (its parent's keys), else all of them."""
     parent, _, name = key.rpartition(".")

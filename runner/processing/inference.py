@@ -9,7 +9,6 @@ file order), not the processor.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from runner.overrides import closest_choice
 from runner.processing.features import numbers_from_text
 
 # A target of integers with at most this many distinct values is a class label (a rating, a
@@ -111,10 +111,10 @@ def infer_source(
     missing = [t for t in target if t not in sample.columns]
     if missing:
         columns = [str(c) for c in sample.columns]
-        close = [difflib.get_close_matches(t, columns, n=1, cutoff=0.7) for t in missing]
+        close = closest_choice("dataset.target", missing[0], columns, cutoff=0.7).strip()
         hint = (
-            f" (did you mean dataset.target={close[0][0]}?)"
-            if len(missing) == 1 and close[0]
+            f" ({close})"
+            if len(missing) == 1 and close
             else " (the built-in table's target: name yours)"
             if missing == [BUILT_IN_TARGET]
             else ""
