@@ -38,3 +38,16 @@ def test_a_retry_does_not_repeat_the_earlier_attempts_lines(tmp_path, caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert "resumed after epoch 1" in messages
     assert "epoch 1/3 of the lost attempt" not in messages
+
+
+def test_it_reads_what_the_workers_log_format_writes(tmp_path, caplog):
+    from runner.training.follow import WORKER_LOG_FORMAT
+
+    caplog.set_level(logging.INFO)
+    record = logging.LogRecord("runner.training.loop", logging.INFO, "", 0, "epoch 1/2", (), None)
+    path = tmp_path / "rank-0.log"
+    path.write_text(logging.Formatter(WORKER_LOG_FORMAT).format(record) + "\n")
+    relay_new_lines(path, 0)
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [
+        ("runner.training.loop", "epoch 1/2")
+    ]

@@ -13,6 +13,7 @@ import pickle
 from pathlib import Path
 
 from runner.training import workers as worker_setup
+from runner.training.follow import log_dir
 from runner.training.job import TrainingJob, TrainingResult
 from runner.training.loop import run_training
 from runner.training.trainers import (
@@ -36,7 +37,7 @@ def _ddp_worker(config: dict) -> None:
 
     job: TrainingJob = config["job"]
     strategy = DDPStrategy(use_gpu=job.use_gpu, compression=job.settings.compression)
-    worker_setup.log_to_file(worker_setup.log_dir(job.settings.logdir, job.run_dir), strategy.rank)
+    worker_setup.log_to_file(log_dir(job.settings.logdir, job.run_dir), strategy.rank)
     if ray.train.get_context().get_world_rank() != strategy.rank:
         raise RuntimeError("Ray Train and torch.distributed disagree on this worker's rank")
     try:
@@ -63,7 +64,7 @@ class DDPTrainer(DistributedTrainer):
         from ray.train.torch import TorchConfig, TorchTrainer
 
         assert job.run_id is not None  # _fit gives every attempt the trainer's
-        storage = worker_setup.log_dir(self.settings.logdir, job.run_dir).absolute()
+        storage = log_dir(self.settings.logdir, job.run_dir).absolute()
         trainer = TorchTrainer(
             _ddp_worker,
             train_loop_config={"job": job},

@@ -19,7 +19,8 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-# The workers' format (workers.log_to_file): [time][logger][LEVEL] - message
+# The workers' log lines (workers.log_to_file writes them), and how this module reads them back.
+WORKER_LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 _LINE = re.compile(
     r"^\[[^\]]*\]\[(?P<logger>runner[^\]]*)\]\[(?P<level>[A-Z]+)\] - (?P<message>.*)$"
 )

@@ -12,6 +12,7 @@ from runner.backends.horovod import horovod_env
 from runner.errors import UserError
 from runner.training import workers as worker_setup
 from runner.training.base import JobFactory
+from runner.training.follow import log_dir
 from runner.training.job import TrainingJob, TrainingResult
 from runner.training.loop import run_training
 from runner.training.optimization import warm_up
@@ -27,7 +28,7 @@ def _horovod_worker(job: TrainingJob, elastic: bool = False) -> TrainingResult |
     warm = warm_up()  # overlaps Horovod's rendezvous with the other workers
     strategy = kind(use_gpu=job.use_gpu, compression=job.settings.compression)
     warm.join()
-    worker_setup.log_to_file(worker_setup.log_dir(job.settings.logdir, job.run_dir), strategy.rank)
+    worker_setup.log_to_file(log_dir(job.settings.logdir, job.run_dir), strategy.rank)
     result = run_training(job, strategy)
     return result if strategy.is_main else None
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from runner.runtime import current_node
-from runner.training.follow import log_dir  # noqa: F401  (the workers' log_dir too)
+from runner.training.follow import WORKER_LOG_FORMAT
 
 
 def set_threads(num_threads: int | None, strategy) -> None:
@@ -33,9 +33,7 @@ def log_to_file(logdir: Path, rank: int) -> None:
     root = logging.getLogger()
     if not any(getattr(h, "_runner_worker", False) for h in root.handlers):
         handler = _WorkerLog(logdir / f"rank-{rank}.log")
-        handler.setFormatter(
-            logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
-        )
+        handler.setFormatter(logging.Formatter(WORKER_LOG_FORMAT))
         root.addHandler(handler)
         root.setLevel(logging.INFO)
 
