@@ -260,6 +260,8 @@ def assemble(
         serving = ["command=serve"] if settings.command == "serve" else []
         backend = decide_backend(cfg, settings, next(iter(named + serving), None))
     source = DataSource.from_config(settings.dataset)
+    if source.decimal_reason:
+        log.info("dataset.decimal=null picked ',': %s", source.decimal_reason)
     inference = None
     model = settings.model
     if settings.command in FEATURE_COMMANDS and None in (

@@ -131,6 +131,11 @@ def _features(run: Run) -> FeatureSet:
     from runner.processing.features import FeatureSet
 
     model = cast(dict, OmegaConf.to_container(run.cfg.model, resolve=True))
+    if run.source.decimal == ",":  # the file's decimal commas, for the numbers not told
+        for feature in [*model["input_features"], *model["output_features"]]:
+            if feature["type"] == "number":
+                options = feature.get("preprocessing") or {}
+                feature["preprocessing"] = {"decimal": ",", **options}
     return FeatureSet(model["input_features"], model["output_features"])
 
 
@@ -141,7 +146,13 @@ def _preprocess(run: Run) -> Preprocessed:
     features = _features(run)
     preprocessed = run.backend.main_first(
         lambda: preprocess(
-            run.processor, run.source, features, split, run.settings.cache_dir, run.cache_options
+            run.processor,
+            run.source,
+            features,
+            split,
+            run.settings.cache_dir,
+            run.cache_options,
+            run.inference.watched() if run.inference is not None else None,
         )
     )
     if run.inference is not None and run.backend.is_main:

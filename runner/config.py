@@ -107,8 +107,11 @@ class DatasetConfig:
     exclude: list[str] = field(default_factory=list)  # columns inference leaves out
     # Leading rows of the training split that inference looks at.
     inference_rows: int = 10000
-    # CSV field delimiter; null: sniffed from the header ("\t" for .tsv files).
+    # CSV field delimiter; null: sniffed from the first lines ("\t" for .tsv files).
     delimiter: str | None = None
+    # A CSV's decimal mark, '.' or ','; null: sniffed from the first lines (',' only where
+    # numbers are written as 3,5 and the delimiter is not a comma).
+    decimal: str | None = None
     synthetic_rows: int = 10000
     synthetic_seed: int = 0
     # Passed to fsspec: key, secret, client_kwargs: {endpoint_url: ...}, ... (never logged).
@@ -130,6 +133,11 @@ class DatasetConfig:
         self.exclude = [str(c) for c in self.exclude]
         if self.delimiter in ("\\t", "tab"):  # what a shell hands over for a tab
             self.delimiter = "\t"
+        if self.decimal not in (None, ".", ","):
+            raise UserError(
+                f"dataset.decimal={self.decimal!r} is not a decimal mark; use '.' or ',' "
+                "(or null to sniff it)"
+            )
         if self.delimiter is not None and len(self.delimiter) != 1:
             raise UserError(
                 f"dataset.delimiter={self.delimiter!r} must be one character, e.g. ';' or '\\t'"

@@ -255,7 +255,12 @@ def _read(source: DataSource, piece: Piece, columns, numbers) -> pa.Table:
         if piece.end is None:  # the whole (compressed) file
             opener = functools.partial(fs.open, piece.path, "rb", compression="infer")
             return parse_csv(
-                opener, list(piece.names), numbers, columns=columns, delimiter=source.delimiter
+                opener,
+                list(piece.names),
+                numbers,
+                columns=columns,
+                delimiter=source.delimiter,
+                decimal=source.decimal,
             )
         data = _lines(fs, piece)
         if not data.strip():
@@ -270,6 +275,7 @@ def _read(source: DataSource, piece: Piece, columns, numbers) -> pa.Table:
             piece.start == 0,
             columns,
             source.delimiter,
+            source.decimal,
         )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -61,12 +61,14 @@ class Inference:
     target: list[str]
     rows: int
     source: str
+    sample: str = ""  # how the sample was drawn
 
     def table(self) -> str:
         """The log's table: column, type (or left out), why."""
         width = max(len(d.name) for d in self.decisions)
+        drawn = f"; {self.sample}" if self.sample else ""
         lines = [
-            f"features inferred from the first {self.rows} training rows of {self.source} "
+            f"features inferred from {self.rows} training rows of {self.source}{drawn} "
             f"(dataset.target={','.join(self.target)}; an explicit model.input_features wins):"
         ]
         for d in self.decisions:
@@ -75,6 +77,15 @@ class Inference:
             what = f"{role}: {d.reason}" if d.kept else f"left out: {d.reason}"
             lines.append(f"  {d.name:<{width}}  {kind:<8}  {what}")
         return "\n".join(lines)
+
+    def watched(self) -> dict[str, str]:
+        """The columns left out for what a sample can get wrong (constant, an ID), with the
+        reason: the fit pass checks them against the whole training split."""
+        return {
+            d.name: d.reason
+            for d in self.decisions
+            if not d.kept and d.reason.startswith(("constant", "an ID"))
+        }
 
     def yaml(self) -> str:
         return model_yaml(self.decisions, self.target, self.source)
@@ -97,7 +108,7 @@ def infer_source(
     `given`: every explicitly given feature's type, kept as given; `inputs_given`: the inputs
     are model.input_features, and no other column is one."""
     from runner.errors import UserError
-    from runner.processing.reading import read_sample
+    from runner.processing.sampling import read_sample
     from runner.processing.split import assign_splits
 
     target = list(outputs or dataset.targets)
@@ -107,7 +118,8 @@ def infer_source(
             f"column of {source.label} becomes an input), or give model.input_features and "
             "model.output_features"
         )
-    sample = read_sample(source, dataset.inference_rows)
+    drawn = read_sample(source, dataset.inference_rows)
+    sample = drawn.frame
     missing = [t for t in target if t not in sample.columns]
     if missing:
         columns = [str(c) for c in sample.columns]
@@ -143,16 +155,35 @@ def infer_source(
             f"dataset.exclude names {', '.join(unknown)}, which {source.label} does not have; "
             f"its columns are: {', '.join(map(str, sample.columns))}"
         )
-    decisions = infer_types(sample, target, left_out, given)
-    for d in decisions:
+    decisions = infer_types(sample, target, left_out, given, source.decimal or ".")
+    for i, d in enumerate(decisions):
         if d.name in target and not d.kept:
-            raise UserError(f"dataset.target={d.name} cannot be predicted: {d.reason}")
+            # The sample may have missed the other classes (rare ones): the training split's
+            # whole column decides before the target is refused.
+            d = decisions[i] = _target_from_training_split(source, d.name, split)
+            if not d.kept:
+                raise UserError(f"dataset.target={d.name} cannot be predicted: {d.reason}")
     if not any(d.kept and d.name not in target for d in decisions):
         raise UserError(
             f"no input feature is left in {source.label} once the target and the columns "
             "left out are set aside; check dataset.exclude"
         )
-    return Inference(decisions, target, len(sample), source.label)
+    return Inference(decisions, target, len(sample), source.label, drawn.description)
+
+
+def _target_from_training_split(source, name: str, split: dict) -> Inferred:
+    """The target's type from its every training row (read alone: one column of the table)."""
+    from runner.processing.reading import read_arrow
+    from runner.processing.split import assign_splits
+
+    columns = [name] + ([split["column"]] if split["method"] == "column" else [])
+    frame = read_arrow(source, columns=columns).to_pandas()
+    codes = assign_splits(frame, np.arange(len(frame), dtype=np.int64), split)
+    training = frame[name][codes == 0].reset_index(drop=True)
+    decided = infer_column(training, as_target=True, decimal=source.decimal or ".")
+    if decided.kept:
+        return replace(decided, reason=f"{decided.reason} (in the whole training split)")
+    return replace(decided, reason=decided.reason.replace("the sample", "the training split"))
 
 
 def infer_types(
@@ -160,10 +191,11 @@ def infer_types(
     target: list[str],
     exclude: Sequence[str] | dict[str, str] = (),
     given: dict[str, str] | None = None,
+    decimal: str = ".",
 ) -> list[Inferred]:
     """One decision per column of `sample`, targets first, in column order. `exclude`: columns
     to leave out, or {column: the reason it is left out}; `given`: {column: type} of features
-    the config names, kept as they are."""
+    the config names, kept as they are; `decimal`: the file's decimal mark."""
     if not isinstance(exclude, dict):
         exclude = dict.fromkeys(exclude, "left out by dataset.exclude")
     missing = [t for t in target if t not in sample.columns]
@@ -182,11 +214,23 @@ def infer_types(
         if name in exclude and name not in target:
             decisions.append(Inferred(name, None, exclude[name]))
             continue
-        decisions.append(infer_column(sample[name], as_target=name in target))
+        decisions.append(infer_column(sample[name], as_target=name in target, decimal=decimal))
     return decisions
 
 
-def infer_column(column: pd.Series, as_target: bool = False) -> Inferred:
+def infer_column(column: pd.Series, as_target: bool = False, decimal: str = ".") -> Inferred:
+    inferred = _infer_column(column, as_target, decimal)
+    written = column.dtype == object and column.astype(str).str.contains(",", regex=False).any()
+    if decimal == "," and inferred.type == "number" and written:
+        # Its numbers are read with the file's decimal comma wherever it is preprocessed.
+        options = {**(inferred.preprocessing or {}), "decimal": ","}
+        return replace(
+            inferred, reason=f"{inferred.reason} (decimal commas)", preprocessing=options
+        )
+    return inferred
+
+
+def _infer_column(column: pd.Series, as_target: bool, decimal: str) -> Inferred:
     name = str(column.name)
     present = column.dropna()
     if present.dtype == object:
@@ -208,7 +252,7 @@ def infer_column(column: pd.Series, as_target: bool = False) -> Inferred:
         # As an input, two numbers or two strings are a number or a category, not a binary
         # flag: on the accuracy suite the flag's single 0/1 column trailed both
         # (docs/accuracy.md).
-        if pd.api.types.is_numeric_dtype(present) or numbers_from_text(text).notna().all():
+        if pd.api.types.is_numeric_dtype(present) or numbers_from_text(text, decimal).notna().all():
             return Inferred(name, "number", "two distinct numbers (a 0/1 flag)")
         return Inferred(name, "category", "two distinct values")
     if pd.api.types.is_datetime64_any_dtype(present):
@@ -218,7 +262,7 @@ def infer_column(column: pd.Series, as_target: bool = False) -> Inferred:
     if _is_list_column(present):
         return Inferred(name, "vector", "lists of numbers")
     text = present.astype(str).str.strip()
-    numbers = numbers_from_text(text)
+    numbers = numbers_from_text(text, decimal)
     if numbers.notna().all():
         return _numeric(name, numbers, distinct, len(column), as_target, as_text=True)
     markers = _missing_markers(text, numbers)
@@ -261,9 +305,10 @@ def _numeric(name, values, distinct, rows, as_target, as_text=False) -> Inferred
     source = "numbers written as text" if as_text else "numbers"
     if integral and not as_target and rows >= 20:
         steps = np.diff(floats)
-        # A row counter: increasing in file order and dense (a split's rows skip some numbers;
-        # epoch seconds or amounts sorted by time spread far wider).
-        if np.all(steps > 0) and floats[-1] - floats[0] < 3 * rows:
+        # A row counter: increasing in file order and dense where the sample's rows are
+        # neighbours (a split's rows skip some numbers; epoch seconds or amounts sorted by time
+        # spread far wider).
+        if np.all(steps > 0) and np.median(steps) <= 3:
             return Inferred(name, None, "an ID: a running number")
         if distinct == rows and (_ID_WORD.search(name) or _ID_CAMEL.search(name)):
             return Inferred(name, None, "an ID: distinct integers in a column named like an ID")
@@ -357,9 +402,13 @@ def model_yaml(decisions: list[Inferred], target: list[str], source: str) -> str
         lines.append(f"{group}:")
         for feature in config[group]:
             name = _yaml_scalar(feature["name"])
-            options = "".join(
-                f", preprocessing: {{{key}: [{', '.join(_yaml_scalar(str(v)) for v in values)}]}}"
-                for key, values in feature.get("preprocessing", {}).items()
+            given = feature.get("preprocessing", {})
+            options = (
+                ", preprocessing: {"
+                + ", ".join(f"{key}: {_yaml_value(value)}" for key, value in given.items())
+                + "}"
+                if given
+                else ""
             )
             lines.append(
                 f"  - {{name: {name}, type: {feature['type']}{options}}}  # {why[feature['name']]}"
@@ -369,6 +418,12 @@ def model_yaml(decisions: list[Inferred], target: list[str], source: str) -> str
         lines.append("# left out:")
         lines += [f"#   {d.name}: {d.reason}" for d in left_out]
     return "\n".join(lines) + "\n"
+
+
+def _yaml_value(value) -> str:
+    if isinstance(value, list | tuple):
+        return f"[{', '.join(_yaml_scalar(str(v)) for v in value)}]"
+    return _yaml_scalar(str(value))
 
 
 def _yaml_scalar(text: str) -> str:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from runner.errors import UserError
 from runner.processing.cache import PreprocessingCache, cache_key
+from runner.processing.crosscheck import combine_counts, partial_counts, sample_misses
 from runner.processing.features import (
     PREPROCESSING_VERSION,
     FeatureSet,
@@ -71,8 +72,10 @@ def preprocess(
     split: dict,
     cache_dir: str,
     cache_options: dict | None = None,
+    watched: dict[str, str] | None = None,
 ) -> Preprocessed:
-    """The cache entry for this data and config, built only when missing."""
+    """The cache entry for this data and config, built only when missing. `watched`: columns
+    inference left out from its sample ({column: why}), checked against the training split."""
     validate_split(split)
     started = time.perf_counter()
     cache = PreprocessingCache(cache_dir, cache_options)
@@ -81,11 +84,11 @@ def preprocess(
         local_write_errors(cache.root.url, "cache_dir"),
     ):
         cache.check()
-        return _preprocess(processor, source, features, split, cache, started)
+        return _preprocess(processor, source, features, split, cache, started, watched or {})
 
 
 def _preprocess(
-    processor, source, features, split, cache: PreprocessingCache, started: float
+    processor, source, features, split, cache: PreprocessingCache, started: float, watched
 ) -> Preprocessed:
     key = cache_key(source.fingerprint(), features.describe(), split)
     meta = cache.lookup(key)
@@ -100,7 +103,7 @@ def _preprocess(
                     key,
                 )
                 with cache.staging(key) as (data, publish):
-                    meta = _build(processor, source, features, split, data, key)
+                    meta = _build(processor, source, features, split, data, key, watched)
                     publish(meta)
                 meta = cache.lookup(key)
                 assert meta is not None  # published just above, under the lock
@@ -124,6 +127,8 @@ def _log_choices(meta: dict) -> None:
     and the rows left out."""
     for line in automatic_choices(meta):
         log.info("%s", line)
+    for line in sample_misses(meta.get("sample_check", {})):
+        log.warning("%s", line)
     counts = meta.get("left_out", {})  # none in an entry written before it was recorded
     left_out = {name: counts[name] for name in SPLIT_NAMES if counts.get(name)}
     if left_out:
@@ -162,14 +167,15 @@ def _number_columns(features) -> set[str]:
 
 
 def _build(
-    processor, source, features: FeatureSet, split: dict, staging: Location, key: str
+    processor, source, features: FeatureSet, split: dict, staging: Location, key: str, watched
 ) -> dict:
     frame = processor.read(source, _number_columns(features.all))
     split_columns = [split["column"]] if split["method"] == "column" else []
-    check_columns(processor.column_names(frame), features.all, source, split_columns)
-    frame = processor.select(
-        frame, features.columns + [c for c in split_columns if c not in features.columns]
-    )
+    available = processor.column_names(frame)
+    check_columns(available, features.all, source, split_columns)
+    watched = {c: why for c, why in watched.items() if c in available}
+    extra = [c for c in [*split_columns, *watched] if c not in features.columns]
+    frame = processor.select(frame, features.columns + list(dict.fromkeys(extra)))
 
     def row_ids(part: pd.DataFrame, offset: int) -> np.ndarray:
         return np.arange(offset, offset + len(part), dtype=np.int64)
@@ -181,10 +187,12 @@ def _build(
         return {
             "stats": fit_partial(part[train], ids[train], features),
             "rows": np.bincount(codes, minlength=len(SPLIT_NAMES)).tolist(),
+            "watched": partial_counts(part[train], list(watched)),
         }
 
     fitted = processor.map_collect(frame, fit)
     stats = combine_partials([f["stats"] for f in fitted], features)
+    checked = combine_counts([f["watched"] for f in fitted], watched)
     assigned = np.sum([f["rows"] for f in fitted], axis=0)
 
     def transform(part: pd.DataFrame, offset: int) -> dict[str, pd.DataFrame]:
@@ -215,6 +223,7 @@ def _build(
         "input_features": [f.name for f in features.inputs],
         "output_features": [f.name for f in features.outputs],
         "rows": {name: int(rows.get(name, 0)) for name in SPLIT_NAMES},
+        "sample_check": checked,
     }
     # Rows a feature dropped (a missing target, a class the training split lacks, drop_row):
     # the log names them, since metrics are computed without them.

@@ -31,10 +31,12 @@ def csv_header(source: DataSource, fs, path: str) -> list[str]:
     return next(csv.reader(io.StringIO(first), delimiter=source.delimiter or ","), [])
 
 
-def csv_options(types: dict, delimiter: str | None, columns=None):
+def csv_options(types: dict, delimiter: str | None, columns=None, decimal: str | None = None):
     """pyarrow's parse and convert options as every CSV read here uses them: these column
-    types, CSV_NULLS as missing, `columns` only (a missing one as nulls)."""
+    types, CSV_NULLS as missing, `columns` only (a missing one as nulls), numbers with this
+    decimal mark."""
     convert = pacsv.ConvertOptions(
+        decimal_point=decimal or ".",
         column_types=types,
         null_values=CSV_NULLS,
         strings_can_be_null=True,
@@ -51,6 +53,7 @@ def parse_csv(
     skip_header: bool = True,
     columns=None,
     delimiter: str | None = None,
+    decimal: str | None = None,
 ) -> pa.Table:
     """CSV rows as Arrow: number-feature columns parsed as float64 by pyarrow's C parser,
     everything else as strings. A value that does not parse sends the rows down the
@@ -60,7 +63,7 @@ def parse_csv(
     does)."""
 
     def read(types: dict) -> pa.Table:
-        parse, convert = csv_options(types, delimiter, columns)
+        parse, convert = csv_options(types, delimiter, columns, decimal)
         # With its header the rows name their own columns; a later byte range is given them.
         options = pacsv.ReadOptions(column_names=None if skip_header else names)
         with open_bytes() as handle:
@@ -116,8 +119,11 @@ def _read_json(fs, path: str) -> pa.Table:
     return pajson.read_json(pa.BufferReader(data))  # JSON lines: one object a line
 
 
-def read_arrow(source: DataSource, numbers: AbstractSet[str] = frozenset()) -> pa.Table:
-    """The whole raw table as Arrow; clear errors for missing, empty and unreadable files."""
+def read_arrow(
+    source: DataSource, numbers: AbstractSet[str] = frozenset(), columns: list[str] | None = None
+) -> pa.Table:
+    """The whole raw table (or these columns of it) as Arrow; clear errors for missing, empty
+    and unreadable files."""
     fs, files = source.files()
     tables = []
     for path in files:
@@ -127,69 +133,22 @@ def read_arrow(source: DataSource, numbers: AbstractSet[str] = frozenset()) -> p
                 if not names:
                     raise pa.ArrowInvalid("Empty CSV file")
                 opener = functools.partial(fs.open, path, "rb", compression="infer")
-                tables.append(parse_csv(opener, names, set(numbers), delimiter=source.delimiter))
+                tables.append(
+                    parse_csv(
+                        opener,
+                        names,
+                        set(numbers),
+                        columns=columns,
+                        delimiter=source.delimiter,
+                        decimal=source.decimal,
+                    )
+                )
             elif source.format in WHOLE_FILE_FORMATS:
-                tables.append(read_file(source, fs, path))
+                table = read_file(source, fs, path)
+                tables.append(table.select(columns) if columns else table)
             else:
-                tables.append(pq.read_table(path, filesystem=fs))
+                tables.append(pq.read_table(path, filesystem=fs, columns=columns))
     table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
     if table.num_rows == 0:
         raise UserError(f"dataset {source.path} has no data rows; add rows below the header")
     return table
-
-
-def read_sample(source: DataSource, rows: int):
-    """The table's first `rows` rows in file order as pandas (CSV cells as strings, as every
-    engine reads them), read on the driver the same way whatever the processor: what feature
-    inference looks at."""
-    import pandas as pd
-
-    if source.is_synthetic:
-        from runner.processing.synthetic import make_synthetic
-
-        return make_synthetic(min(rows, source.synthetic_rows), source.synthetic_seed)
-    fs, files = source.files()
-    tables, have = [], 0
-    for path in files:
-        with reading_errors(source, path):
-            if source.format == "csv":
-                table = _csv_head(source, fs, path, rows - have)
-            elif source.format == "parquet":
-                batches = pq.ParquetFile(path, filesystem=fs).iter_batches(batch_size=rows - have)
-                first = next(batches, None)
-                table = pa.Table.from_batches([first]) if first is not None else None
-            else:
-                table = read_file(source, fs, path).slice(0, rows - have)
-        if table is not None and table.num_rows:
-            tables.append(table)
-            have += table.num_rows
-        if have >= rows:
-            break
-    if not tables:
-        raise UserError(f"dataset {source.path} has no data rows; add rows below the header")
-    try:
-        table = pa.concat_tables(tables, promote_options="permissive")
-    except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
-        raise UserError(
-            f"the files of dataset {source.path} are not one table: {str(exc).splitlines()[0]}; "
-            "point dataset.path at files of the same columns and types"
-        ) from None
-    return table.to_pandas() if table.num_rows else pd.DataFrame()
-
-
-def _csv_head(source: DataSource, fs, path: str, rows: int) -> pa.Table | None:
-    names = csv_header(source, fs, path)
-    if not names:
-        raise UserError(f"dataset {source.path} is empty; give it a header row and data rows")
-    parse, convert = csv_options({n: pa.string() for n in names}, source.delimiter)
-    batches, have = [], 0
-    with fs.open(path, "rb", compression="infer") as handle:
-        reader = pacsv.open_csv(handle, parse_options=parse, convert_options=convert)
-        for batch in reader:
-            batches.append(batch)
-            have += batch.num_rows
-            if have >= rows:
-                break
-    if not batches:
-        return None
-    return pa.Table.from_batches(batches).slice(0, rows)

@@ -41,7 +41,9 @@ class DataSource:
     storage_options: dict
     synthetic_rows: int
     synthetic_seed: int
-    delimiter: str | None = None  # csv: given, or sniffed from the first file's header
+    delimiter: str | None = None  # csv: given, or sniffed from the first file's first lines
+    decimal: str | None = None  # csv: given, or sniffed likewise ('.' elsewhere)
+    decimal_reason: str = ""  # why a sniffed ',' was picked, for the log
 
     @classmethod
     def from_config(cls, dataset: DatasetConfig) -> DataSource:
@@ -52,6 +54,7 @@ class DataSource:
             synthetic_rows=dataset.synthetic_rows,
             synthetic_seed=dataset.synthetic_seed,
             delimiter=dataset.delimiter,
+            decimal=dataset.decimal,
         )
         if source.path is not None:
             if source.format == "tsv":
@@ -71,17 +74,20 @@ class DataSource:
         of; a given one that leaves the header one column while another would split it is
         named as the mistake. Called once on the driver, before the source travels to tasks."""
         if self.is_synthetic or self.format != "csv":
+            self.decimal = self.decimal or "."
             return
         fs, files = self.files()
         line = header_line(self, fs, files[0])
         given = self.delimiter
+        lines = first_lines(self, fs, files[0])
         if given is None:
             name = _without_compression(files[0].lower())
             if name.endswith((".tsv", ".tab")):
                 self.delimiter = "\t"
             else:
-                counts = {d: line.count(d) for d in DELIMITERS}
-                self.delimiter = max(DELIMITERS, key=lambda d: (counts[d], -DELIMITERS.index(d)))
+                self.delimiter = sniff_delimiter(lines)
+        if self.decimal is None:
+            self.decimal, self.decimal_reason = sniff_decimal(lines, self.delimiter or ",")
         assert self.delimiter is not None  # given, or sniffed just above
         if line and self.delimiter not in line:
             other = next((d for d in DELIMITERS if d in line), None)
@@ -189,6 +195,63 @@ def _without_compression(name: str) -> str:
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
+
+
+def sniff_delimiter(lines: list[str]) -> str:
+    """The candidate that splits the header and the rows below it into the same number of
+    fields, the most of them (a ';'-file's decimal commas do not count: they vary from row to
+    row or sit inside quotes); the header's most frequent candidate where none is consistent."""
+    import csv
+
+    def widths(delimiter: str) -> set[int]:
+        return {len(row) for row in csv.reader(lines, delimiter=delimiter) if row}
+
+    consistent = [d for d in DELIMITERS if len(widths(d)) == 1 and widths(d) != {1}]
+    if consistent:
+        return max(consistent, key=lambda d: (widths(d).pop(), -DELIMITERS.index(d)))
+    header = lines[0] if lines else ""
+    return max(DELIMITERS, key=lambda d: (header.count(d), -DELIMITERS.index(d)))
+
+
+def sniff_decimal(lines: list[str], delimiter: str) -> tuple[str, str]:
+    """',' where some columns hold numbers written with decimal commas (3,5) and none with
+    decimal points, in a file not separated by commas; else '.'. With the reason for the log."""
+    import csv
+
+    if delimiter == "," or len(lines) < 2:
+        return ".", ""
+    rows = [r for r in csv.reader(lines[1:], delimiter=delimiter) if r]
+    width = max((len(r) for r in rows), default=0)
+    commas, points = [], 0
+    for i in range(width):
+        values = [r[i].strip() for r in rows if i < len(r) and r[i].strip()]
+        if not values or not all(_PLAIN_NUMBER.match(v) for v in values):
+            continue
+        if any("," in v for v in values):
+            commas.append(i)
+        elif any("." in v for v in values):
+            points += 1
+    if commas and not points:
+        header = next(csv.reader(lines[:1], delimiter=delimiter), [])
+        names = [header[i] for i in commas if i < len(header)]
+        shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
+        return ",", f"{shown} write numbers with a decimal comma"
+    return ".", ""
+
+
+_PLAIN_NUMBER = re.compile(r"^[-+]?(\d+([.,]\d+)?|[.,]\d+)([eE][-+]?\d+)?$")
+
+
+def first_lines(source: DataSource, fs, path: str, limit: int = 64 * 1024) -> list[str]:
+    """The whole lines among a text file's first `limit` bytes (at least its first line)."""
+    with reading_errors(source, path):
+        with fs.open(path, "rb", compression="infer") as handle:
+            data = handle.read(limit)
+    text = data.decode("utf-8-sig", errors="replace")
+    lines = text.splitlines()
+    if len(data) == limit and len(lines) > 1:
+        lines = lines[:-1]  # the last one may be cut
+    return lines[:50]
 
 
 def header_line(source: DataSource, fs, path: str) -> str:

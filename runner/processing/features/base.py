@@ -30,14 +30,18 @@ UNKNOWN_TOKEN = "<UNK>"
 
 # What pandas' to_numeric would read as a number (inf and nan included, any case).
 _NUMBER_TEXT = r"(?i)[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|inf(?:inity)?|nan)"
+# A number written with a decimal comma ('3,5', '-0,25e3'), as its two halves.
+_DECIMAL_COMMA = r"^([-+]?\d*),(\d+(?:[eE][-+]?\d+)?)$"
 
 
-def numbers_from_text(series: pd.Series) -> pd.Series:
+def numbers_from_text(series: pd.Series, decimal: str = ".") -> pd.Series:
     """Like pd.to_numeric(series, errors="coerce") (float64; NaN where a value is no number),
     without its crash: pandas 2.3 ends the process (a segmentation fault) on some strings with
     a huge exponent, such as '3e42320041052' or the hex key '3973e42320041052-100'. Only values
-    that look like numbers are converted, by pyarrow."""
+    that look like numbers are converted, by pyarrow. decimal=',': '3,5' is 3.5."""
     text = series.astype(str).str.strip()
+    if decimal == ",":
+        text = text.str.replace(_DECIMAL_COMMA, r"\1.\2", regex=True)
     looks = (text.str.fullmatch(_NUMBER_TEXT) & series.notna()).to_numpy(dtype=bool)
     values = np.full(len(series), np.nan)
     if looks.any():

@@ -3,6 +3,7 @@ the quantile bin edges of the piecewise-linear encoder."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,8 @@ class NumberFeature(Feature):
     }
     # Values that stand for a missing number in this column ("n/a", "unknown", "?"): inference
     # puts the ones it saw here, instead of taking the whole column for a category.
-    later_options = {"missing_values": []}
+    # The decimal mark of numbers written as text: ',' reads '3,5' as 3.5 (dataset.decimal).
+    later_options = {"missing_values": [], "decimal": "."}
     missing_strategies = ("fill_mean", "fill_zero", "fill_value", "drop_row")
     normalizations = ("auto", "robust", "zscore", "minmax", "log1p", "quantile", "none", None)
 
@@ -59,6 +61,10 @@ class NumberFeature(Feature):
                 "that stand for a missing number, e.g. [n/a, unknown]"
             )
         self._missing_markers = {str(m).strip() for m in markers}
+        if self.options["decimal"] not in (".", ","):
+            raise UserError(
+                f"feature '{self.name}' has decimal {self.options['decimal']!r}; use '.' or ','"
+            )
         if int(self.options["num_quantiles"]) < 2:
             raise UserError(f"feature '{self.name}' has num_quantiles < 2; use at least 2")
         if role == "output" and self.options["normalization"] == "robust":
@@ -73,7 +79,7 @@ class NumberFeature(Feature):
             return series.to_numpy(dtype=np.float64, na_value=np.nan)
         if self._missing_markers:
             series = series.mask(series.astype(str).str.strip().isin(self._missing_markers))
-        coerced = numbers_from_text(series)
+        coerced = numbers_from_text(series, self.options["decimal"])
         failed = coerced.isna() & series.notna()
         if failed.any():  # only the values that did not parse are looked at as text
             text = series[failed].astype(str).str.strip()
@@ -84,6 +90,12 @@ class NumberFeature(Feature):
                     f"number feature '{self.name}' has non-numeric value {bad.iloc[0]!r} at data row "
                     f"{int(row_ids[position]) + 1}; fix the value, list it in its preprocessing.missing_values "
                     f"if it stands for a missing number, or declare '{self.name}' as type category"
+                    + (
+                        " (a decimal comma: set dataset.decimal=',')"
+                        if re.fullmatch(r"[-+]?\d*,\d+", bad.iloc[0])
+                        and self.options["decimal"] == "."
+                        else ""
+                    )
                 )
         return coerced.to_numpy(dtype=np.float64, na_value=np.nan)
 
