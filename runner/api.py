@@ -52,7 +52,7 @@ def train(
     cfg = compose(overrides, config_dir)
     frame_path = None
     if data is not None:
-        table = _table_path(data, cfg.cache_dir)
+        table = _table_path(data, cfg)
         cfg.dataset.path = str(table)
         frame_path = str(table) if table is not data else None  # a DataFrame's copy
     default = Path("outputs") / datetime.now().strftime("%Y-%m-%d/%H-%M-%S-%f")
@@ -97,25 +97,43 @@ def compose(overrides: list[str], config_dir=None):
             raise UserError(problem) from None
 
 
-def _table_path(data, cache_dir: str) -> Path | str:
+def _table_path(data, cfg) -> Path | str:
     """A path as given; a DataFrame written once to a Parquet file named by its content under
-    the cache dir, so that training twice on the same frame preprocesses once."""
+    the cache dir (local or object storage, with cache_credentials, which then read it), so
+    that training twice on the same frame preprocesses once."""
     import pandas as pd
 
     if not isinstance(data, pd.DataFrame):
         return data
     import io
 
+    from omegaconf import OmegaConf
+
+    from runner.storage import Location, load_credentials, storage_errors
+
     buffer = io.BytesIO()
     data.to_parquet(buffer, index=False)  # the same frame gives the same bytes
     digest = hashlib.blake2b(buffer.getvalue(), digest_size=16).hexdigest()
-    path = Path(os.path.expanduser(cache_dir)) / "frames" / f"{digest}.parquet"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    credentials = cfg.cache_credentials
+    if not isinstance(credentials, str | None):
+        credentials = OmegaConf.to_container(credentials, resolve=True)
+    frames = Location(cfg.cache_dir, load_credentials(credentials)).join("frames")
+    if not frames.is_local:
+        path = f"{frames.url}/{digest}.parquet"
+        with storage_errors(path, "cache_credentials"):
+            fs, inside = frames.fs, f"{frames.path}/{digest}.parquet"
+            if not fs.exists(inside):
+                fs.pipe_file(inside, buffer.getvalue())  # an object appears whole or not at all
+        if cfg.dataset.storage_options is None:
+            cfg.dataset.storage_options = frames.options
+        return path
+    local = Path(frames.url) / f"{digest}.parquet"
+    if not local.exists():
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(f"{local.name}.{os.getpid()}.tmp")
         tmp.write_bytes(buffer.getvalue())
-        os.replace(tmp, path)
-    return path
+        os.replace(tmp, local)
+    return local
 
 
 def _override_value(value) -> str:

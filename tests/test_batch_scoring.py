@@ -17,6 +17,8 @@ from runner.scoring.predictor import Predictor
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.distributed]
 TOLERANCE = 1e-6
+KEEP = "predict.keep_columns=[id,code,flag]"
+KEPT_TYPES = ["string", "int64", "bool"]
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +40,10 @@ def trained(tmp_path_factory):
     new.loc[1, "size"] = None
     new.loc[2, "review"] = None
     new.insert(0, "id", [f"customer-{i}" for i in range(len(new))])
+    # Kept beside the predictions, typed as the file has them: whole numbers, booleans.
+    new["code"] = pd.array(np.arange(len(new)) * 7, dtype="Int64")
+    new.loc[3, "code"] = None
+    new["flag"] = np.arange(len(new)) % 3 == 0
     new.to_csv(root / "new.csv", index=False)
     return root, metrics
 
@@ -81,9 +87,22 @@ def assert_same_metrics(got: dict, want: dict):
 @pytest.fixture(scope="module")
 def local_reference(trained):
     root, _ = trained
-    predict_dir, _ = _score(root, "local", "predict", "backend=local", "predict.keep_columns=[id]")
+    predict_dir, _ = _score(root, "local", "predict", "backend=local", KEEP)
     _, evaluation = _score(root, "local", "evaluate", "backend=local")
-    return _predictions(predict_dir), evaluation["evaluation"]
+    predictions = _predictions(predict_dir)
+    assert kept_types(predict_dir) == KEPT_TYPES
+    assert predictions["code"].isna().sum() == 1
+    return predictions, evaluation["evaluation"]
+
+
+def kept_types(run_dir) -> list[str]:
+    """The Parquet types of the kept columns: a CSV's come back typed as the whole column
+    reads (whole numbers with a missing one, booleans), not as strings."""
+    import pyarrow.dataset as ds
+
+    path = run_dir / "predictions.parquet"
+    schema = ds.dataset(path if path.exists() else run_dir / "predictions").schema
+    return [str(schema.field(name).type) for name in ("id", "code", "flag")]
 
 
 @pytest.mark.parametrize(
@@ -109,7 +128,7 @@ def test_predict_and_evaluate_on_ray_equal_the_local_path(
         "predict.batch_size=700",
     ]
     with caplog.at_level("INFO"):
-        predict_dir, _ = _score(root, name, "predict", *ray, "predict.keep_columns=[id]")
+        predict_dir, _ = _score(root, name, "predict", *ray, KEEP)
     assert "scoring on Ray: 2 actor(s)" in caplog.text
     parts = sorted(p.name for p in (predict_dir / "predictions").iterdir())
     # Parts written by the actors, named by their first row; nothing else (no staging dirs).
@@ -119,6 +138,7 @@ def test_predict_and_evaluate_on_ray_equal_the_local_path(
     assert list(got.columns[:2]) == ["row", "id"]
     assert got["id"].tolist() == [f"customer-{i}" for i in range(2500)]
     assert_same_predictions(got, want_predictions)
+    assert kept_types(predict_dir) == KEPT_TYPES
     assert got.loc[0, "grade_prediction"] in ("A", "B", "C")  # an unseen category still scores
     _, evaluation = _score(root, name, "evaluate", *ray)
     assert_same_metrics(evaluation["evaluation"], want_metrics)

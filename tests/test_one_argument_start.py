@@ -277,6 +277,12 @@ def test_train_from_python_twice_matches_run_py(tmp_path, monkeypatch):
     )
     assert cli.returncode == 0, cli.stderr[-2000:]
     want = json.loads((tmp_path / "cli" / "metrics.json").read_text())
+    # The target's true values in the predictions keep float64's precision (not float32's).
+    scored = pd.read_parquet(tmp_path / "cli" / "predictions.parquet")
+    true = houses()["price"].to_numpy()[scored["row"]]
+    assert scored["price"].dtype == np.float64
+    np.testing.assert_allclose(scored["price"], true, rtol=1e-12)
+    assert np.abs(scored["price"].astype(np.float32) - true).max() > 1e-6  # float32 would not do
     monkeypatch.chdir(tmp_path)
     handlers = list(logging.getLogger().handlers)
     first = train(str(path), target="price", overrides=overrides)

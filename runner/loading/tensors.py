@@ -95,7 +95,11 @@ class TensorTable:
     row_ids: torch.Tensor
 
     @classmethod
-    def from_arrow(cls, table: pa.Table, layout: Layout, with_targets: bool = True) -> TensorTable:
+    def from_arrow(
+        cls, table: pa.Table, layout: Layout, with_targets: bool = True, exact: bool = False
+    ) -> TensorTable:
+        """`exact`: number targets as float64 (scoring: the true values a prediction file
+        shows); training reads them as float32."""
         inputs: dict[str, torch.Tensor] = {}
         rows = table.num_rows
         if layout.numeric:
@@ -118,7 +122,13 @@ class TensorTable:
                         _multi_hot(table.column(spec.name), spec.size)
                     )
                     continue
-                dtype = np.int64 if spec.type == "category" else np.float32
+                dtype = (
+                    np.int64
+                    if spec.type == "category"
+                    else np.float64
+                    if exact and spec.type == "number"
+                    else np.float32
+                )
                 targets[spec.name] = torch.from_numpy(_column(table, spec.name, dtype))
         row_ids = (
             torch.from_numpy(_column(table, ROW_ID, np.int64))

@@ -28,6 +28,8 @@ from runner.processing.source import COMPRESSIONS, DataSource, reading_errors
 PLACES = 40
 # A compressed file up to this many bytes is read through; a larger one from its head.
 COMPRESSED_READ_LIMIT = 64 * 1024 * 1024
+# A text file up to this size is read whole (in well under a second), then sampled.
+WHOLE_READ_LIMIT = 8 * 1024 * 1024
 # Bytes read to estimate a text file's row width.
 _PROBE_BYTES = 256 * 1024
 
@@ -157,8 +159,11 @@ def _text_ranges(source, fs, path, size, first: bytes, rows, places):
     width = max(1.0, len(first) / max(lines, 1))  # bytes a row, from the first rows
     per = -(-rows // places)
     span = int(per * width * 1.5) + 4096
-    if size <= rows * width * 1.2 or size <= places * span:
-        return _head(source, fs, path, rows), 1
+    if size <= WHOLE_READ_LIMIT or size <= places * span:  # cheaper read whole
+        table = _stream(source, fs, path, size, 1)
+        if table is None:
+            return None, 0
+        return _spread_rows(table, rows, places), min(places, table.num_rows)
     names = csv_header(source, fs, path) if source.format == "csv" else None
     parts, used = [], 0
     for offset in np.linspace(0, size - span, places).astype(int):
@@ -175,7 +180,7 @@ def _text_ranges(source, fs, path, size, first: bytes, rows, places):
         parts.append(part.slice(0, per))
         used += 1
     if not parts:
-        return _head(source, fs, path, rows), 1
+        return _stream(source, fs, path, rows, 1), 1
     return pa.concat_tables(parts, promote_options="permissive"), used
 
 
@@ -189,10 +194,6 @@ def _parse_lines(source, data: bytes, names, header: bool) -> pa.Table:
     return pacsv.read_csv(
         pa.BufferReader(data), read_options=options, parse_options=parse, convert_options=convert
     )
-
-
-def _head(source, fs, path, rows) -> pa.Table | None:
-    return _stream(source, fs, path, rows, 1)
 
 
 def _stream(source, fs, path, rows, places) -> pa.Table | None:

@@ -31,6 +31,8 @@ class ScoringTask:
     write_predictions: bool
     processed: bool = False  # rows of a cache split (already transformed), not raw data
     keep_columns: tuple[str, ...] = ()  # raw columns copied beside `row` (predict.keep_columns)
+    # The Arrow type each kept column has in the whole table (a CSV's are read as strings).
+    keep_types: tuple[tuple[str, pa.DataType], ...] = ()
 
 
 @dataclass
@@ -62,10 +64,29 @@ def score_partition(
         predictions = predictor.prediction_frame(scored, with_targets=task.labelled)
         if task.keep_columns:
             positions = pd.Index(row_ids).get_indexer(scored.row_ids)
+            types = dict(task.keep_types)
             for i, name in enumerate(task.keep_columns):
                 values = data[name].to_numpy()[positions]
+                if name in types and values.dtype == object:  # strings, as a CSV reads
+                    values = typed_values(values, types[name])
                 predictions.insert(1 + i, name, values)
     return PartitionResult(predictions, stats, len(scored.row_ids))
+
+
+def typed_values(values, type_: pa.DataType):
+    """Strings read from a CSV as the type their whole column has (the kept columns'
+    reading already parsed every one of them that way)."""
+    import pyarrow.compute as pc
+
+    strings = pa.array(values, pa.string(), from_pandas=True)
+    if pa.types.is_floating(type_) or pa.types.is_integer(type_):
+        strings = pc.replace_substring(strings, ",", ".")  # a decimal comma, where the file has it
+    return strings.cast(type_).to_pandas(types_mapper=_nullable)
+
+
+def _nullable(type_: pa.DataType):
+    """Whole numbers and booleans with missing values stay whole numbers and booleans."""
+    return {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}.get(type_)
 
 
 def metrics_of(predictor: Predictor, stats: Iterable[dict]) -> dict[str, float]:

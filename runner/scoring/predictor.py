@@ -91,7 +91,7 @@ class Predictor:
 
     def score_processed(self, table: pa.Table, with_targets: bool) -> Scored:
         """Logits (and targets) of rows already through the feature transforms (a cache split)."""
-        data = TensorTable.from_arrow(table, self.layout, with_targets)
+        data = TensorTable.from_arrow(table, self.layout, with_targets, exact=True)
         return score(self.saved.network, data.chunks(self.chunk_rows), self.layout, self.inference)
 
     def score_inputs(self, frame: pd.DataFrame, first_row: int = 0, row_ids=None) -> Scored:

@@ -203,7 +203,10 @@ class NumberFeature(Feature):
         missing = np.isnan(v)
         keep = ~missing if self.drops_missing else np.ones(len(v), dtype=bool)
         v = np.where(missing, self.fill_value(stats), v)
-        values = self.normalize(v, stats).astype(np.float32)
+        # A target keeps float64: its true values come back from it in the predictions.
+        values = self.normalize(v, stats).astype(
+            np.float64 if self.role == "output" else np.float32
+        )
         if stats.get("missing_flag"):
             return {self.name: values, missing_column(self.name): missing.astype(np.float32)}, keep
         return values, keep
