@@ -443,6 +443,25 @@ TABLE: tuple[Each | Callable[[dict], Iterable[Cells]], ...] = (
         ),
     ),
     Each(
+        "inference",
+        (
+            Row(
+                "type inference's sample: 40 places across the file vs the file's head",
+                "spread_seconds",
+                "head_seconds",
+                target="<= 2x, < 3 s at 10M",
+                unit="s",
+            ),
+            Row(
+                "its peak memory vs the head sample's ({file_mb:.0f} MB file)",
+                "spread_peak_memory_mb",
+                "head_peak_memory_mb",
+                target="flat in the file's size",
+                unit=" MB",
+            ),
+        ),
+    ),
+    Each(
         "out of core",
         (
             Row(

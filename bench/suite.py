@@ -508,7 +508,7 @@ def main(argv: list[str] | None = None) -> None:
         "--skip",
         default="",
         help="comma-separated sections to skip: processors,ray,scaling,overhead,ooc,sweeps,tune,"
-        "serving,prediction,results,soak",
+        "serving,prediction,inference,results,soak",
     )
     parser.add_argument(
         "--only",
@@ -553,6 +553,8 @@ def main(argv: list[str] | None = None) -> None:
             serve_section(suite, work, args.smoke)
         if "prediction" in only:
             prediction_section(suite, work, args.smoke)
+        if "inference" in only:
+            inference_section(suite, work, args.smoke)
         if "results" in only:
             results_section(suite, work, args.smoke)
         if "soak" in only:
@@ -594,6 +596,8 @@ def main(argv: list[str] | None = None) -> None:
         serve_section(suite, work, args.smoke)
     if "prediction" not in skip:
         prediction_section(suite, work, args.smoke)
+    if "inference" not in skip:
+        inference_section(suite, work, args.smoke)
     if "results" not in skip:
         results_section(suite, work, args.smoke)
     if "soak" not in skip:
@@ -612,6 +616,20 @@ def prediction_section(suite, work: Path, smoke: bool) -> None:
     suite.figures["sections"].pop("prediction", None)
     for name, figures in prediction_figures(work, data, measure).items():
         suite.record("prediction", name, figures)
+
+
+def inference_section(suite, work: Path, smoke: bool) -> None:
+    from bench.inference_sample import inference_figures
+
+    sizes = [2000, 20000] if smoke else [1_000_000, 10_000_000]
+    data = {}
+    for rows in sizes:
+        path = work / "data" / f"synthetic-{rows}.csv"
+        data[label(rows)] = path if path.exists() else write_csv(rows, path)
+    suite.figures["sections"].pop("inference", None)
+    repeats = 1 if smoke else 3
+    for size, figures in inference_figures(data, repeats=repeats).items():
+        suite.record("inference", size, figures)
 
 
 def soak_section(suite, work: Path, smoke: bool) -> None:

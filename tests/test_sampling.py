@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from helpers import compose_config
+from helpers import compose_config, run_experiment
 
 from runner.assembly import assemble
 from runner.config import DatasetConfig
@@ -200,3 +200,19 @@ def test_the_delimiter_is_sniffed_from_the_rows_not_the_header_alone():
     assert sniff_delimiter(lines) == ";"
     assert sniff_delimiter(["a\tb", '"x, y"\t3']) == "\t"
     assert sniff_delimiter(["value", "1", "2"]) == ","  # one column: the default
+
+
+def test_a_class_sorted_table_trains_with_every_class(tmp_path):
+    path = tmp_path / "classes.csv"
+    class_sorted().to_csv(path, index=False)
+    metrics = run_experiment(
+        tmp_path / "run",
+        tmp_path / "cache",
+        f"dataset.path={path}",
+        "dataset.target=label",
+        "trainer.epochs=1",
+        "model.ensemble_size=1",
+    )
+    assert metrics["test"]["label/roc_auc"] > 0.7  # both classes in every split
+    saved = yaml.safe_load((tmp_path / "run" / "model.yaml").read_text())
+    assert saved["output_features"] == [{"name": "label", "type": "binary"}]

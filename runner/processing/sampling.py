@@ -104,7 +104,7 @@ def _sample_file(source, fs, path, size, rows, places):
     if source.format == "parquet":
         return _parquet(fs, path, rows, places)
     if source.format in ("csv", "json") and not compressed:
-        first = fs.cat_file(path, 0, min(size, _PROBE_BYTES))
+        first = fs.cat_file(path, start=0, end=min(size, _PROBE_BYTES))
         if source.format == "csv" or first.lstrip()[:1] != b"[":  # a JSON array: whole
             return _text_ranges(source, fs, path, size, first, rows, places)
     if source.format in ("csv", "json") and compressed:
@@ -167,7 +167,7 @@ def _text_ranges(source, fs, path, size, first: bytes, rows, places):
     names = csv_header(source, fs, path) if source.format == "csv" else None
     parts, used = [], 0
     for offset in np.linspace(0, size - span, places).astype(int):
-        data = fs.cat_file(path, int(offset), int(offset) + span)
+        data = fs.cat_file(path, start=int(offset), end=int(offset) + span)
         if offset > 0:
             data = data[data.find(b"\n") + 1 :]
         data = data[: data.rfind(b"\n") + 1]
