@@ -226,7 +226,7 @@ def _preprocess_and_train(run: Run, figures, tracker=None):
     (a Horovod worker warms its own during its rendezvous)."""
     from runner.training.optimization import warm_up
 
-    warm = None if run.trainer.distributed else warm_up()
+    warm = None if run.trainer.distributed else warm_up(run.settings.model.family)
     try:
         pre = _preprocess(run)
     finally:
@@ -241,6 +241,7 @@ def _preprocess_and_train(run: Run, figures, tracker=None):
 def _train(run: Run, pre: Preprocessed, figures, tracker=None):
     from runner import outputs
     from runner.model.layout import Layout
+    from runner.training.families import fit_family
     from runner.training.job import TrainingJob
 
     def make_job(world_size: int) -> TrainingJob:
@@ -258,10 +259,17 @@ def _train(run: Run, pre: Preprocessed, figures, tracker=None):
 
     layout = Layout.from_meta(pre.meta, run.settings.model)
     model = run.settings.model
-    if model.ensemble_size is None and run.backend.is_main:  # an auto pick, with its reason
+    uses_network = model.family in ("network", "ensemble")
+    if model.ensemble_size is None and run.backend.is_main and uses_network:  # auto, and why
         members, why = model.ensemble_members(layout.train_rows)
         log.info("model.ensemble_size=auto picked %d: %s", members, why)
-    result = run.trainer.fit(make_job, run.backend)
+    result = fit_family(
+        model,
+        lambda: run.trainer.fit(make_job, run.backend),
+        pre.entry,
+        pre.meta,
+        run.trainer.settings,
+    )
     if not run.backend.is_main:
         return result, layout  # under horovodrun, rank 0 writes the outputs
     assert result is not None and result.model is not None  # rank 0's, with its model
@@ -343,6 +351,7 @@ def _training_report(result, pre: Preprocessed) -> dict:
         "preprocessing_seconds": pre.seconds,
         "cache_hit": pre.cache_hit,
         "cache_entry": pre.entry.url,
+        **result.family,  # the trees' rounds, the ensemble's weights
     }
 
 
@@ -529,14 +538,14 @@ def command_serve(run: Run) -> dict:
 
 
 def command_export(run: Run) -> dict:
-    """The network as TorchScript, taking the encoded tensors, with the metadata beside it."""
+    """The model in its family's format, taking the encoded tensors, with the metadata beside it."""
     from runner.model.artifact import load_model_dir
-    from runner.model.export import export_torchscript
+    from runner.model.export import export_model
 
     saved = load_model_dir(run.settings.model_dir)
     target = Path(run.settings.export.path or run.run_dir / "export").expanduser()
-    path = export_torchscript(saved, target)
-    print(f"\nexported {run.settings.export.format}  {path}")
+    path = export_model(saved, target, run.settings.export.format)
+    print(f"\nexported {saved.settings.family}  {path}")
     return {}
 
 

@@ -41,7 +41,9 @@ COMMANDS = (
     "export",
     "init",
 )
-EXPORT_FORMATS = ("torchscript",)
+# auto: the model family's own (a network's TorchScript, the trees' LightGBM text model, an
+# ensemble's members each in theirs)
+EXPORT_FORMATS = ("auto", "torchscript", "lightgbm")
 STRATEGIES = ("auto", "local", "horovod", "ddp")
 PLACEMENTS = ("spread", "pack")
 OPTIMIZERS = ("adamw", "adam", "sgd")
@@ -154,10 +156,53 @@ ENSEMBLE_AUTO = 4
 
 
 @dataclass
+class GBMConfig:
+    """model.family=gbm (and the ensemble's trees): LightGBM on the preprocessing cache."""
+
+    # Boosting rounds at most; early stopping on the validation split picks how many count.
+    num_boost_round: int = 2000
+    early_stopping_rounds: int = 50
+    learning_rate: float = 0.05
+    num_leaves: int = 31
+    min_data_in_leaf: int = 20
+    feature_fraction: float = 0.9
+    bagging_fraction: float = 1.0
+    lambda_l2: float = 0.0
+    # Threads LightGBM trains and predicts with; null: the cores the process may use.
+    num_threads: int | None = None
+
+    def __post_init__(self):
+        _require(
+            self.num_boost_round >= 1,
+            "model.gbm.num_boost_round",
+            "at least 1",
+            self.num_boost_round,
+        )
+        _require(
+            self.early_stopping_rounds >= 0,
+            "model.gbm.early_stopping_rounds",
+            "0 or more (0: off)",
+            self.early_stopping_rounds,
+        )
+        _require(self.learning_rate > 0, "model.gbm.learning_rate", "above 0", self.learning_rate)
+        _require(self.num_leaves >= 2, "model.gbm.num_leaves", "at least 2", self.num_leaves)
+        for name in ("feature_fraction", "bagging_fraction"):
+            value = getattr(self, name)
+            _require(0 < value <= 1, f"model.gbm.{name}", "in (0, 1]", value)
+
+
+MODEL_FAMILIES = ("network", "gbm", "ensemble")
+
+
+@dataclass
 class ModelConfig:
     # null (model=auto): inferred from the table, with dataset.target as the output.
     input_features: list[FeatureConfig] | None = None
     output_features: list[FeatureConfig] | None = None
+    # network (the neural network below) | gbm (gradient-boosted trees: model.gbm) |
+    # ensemble (both on the same splits, weighted on the validation split)
+    family: str = "network"
+    gbm: GBMConfig = field(default_factory=GBMConfig)
     combiner: str = "concat"  # concat (MLP) | residual (residual MLP) | transformer
     hidden_size: int = 256  # picked by the defaults sweep (docs/accuracy.md)
     num_layers: int = 2
@@ -188,6 +233,7 @@ class ModelConfig:
     ensemble_max_rows: int = 50_000
 
     def __post_init__(self):
+        _one_of(self.family, MODEL_FAMILIES, "model.family")
         _one_of(self.combiner, ("concat", "residual", "transformer"), "model.combiner")
         _one_of(
             self.number_encoder, ("auto", "none", "piecewise", "periodic"), "model.number_encoder"
@@ -656,9 +702,9 @@ class PredictConfig:
 
 @dataclass
 class ExportConfig:
-    """command=export: the network as an artifact that takes the encoded tensors."""
+    """command=export: the model as an artifact that takes the encoded tensors."""
 
-    format: str = "torchscript"
+    format: str = "auto"
     path: str | None = None  # null: <run dir>/export
 
     def __post_init__(self):

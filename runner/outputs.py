@@ -12,7 +12,6 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
 from omegaconf import OmegaConf
 
 from runner.model.layout import Layout
@@ -29,12 +28,15 @@ def _json_default(value):
     return float(value) if hasattr(value, "__float__") else str(value)
 
 
-def save_model(model_dir: Path, model: torch.nn.Module, meta: dict, cfg) -> None:
-    """weights + feature metadata + resolved config: all predict needs, without the cache."""
+def save_model(model_dir: Path, model, meta: dict, cfg) -> None:
+    """The family's files (weights, booster, members) + feature metadata + resolved config:
+    all predict needs, without the cache."""
+    from runner.model.base import family
+
     tmp = model_dir.with_name(model_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    torch.save(model.state_dict(), tmp / "weights.pt")
+    family(str(cfg.model.get("family", "network"))).save(model, tmp)
     write_json(tmp / "meta.json", meta)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     (tmp / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(redact(resolved))))

@@ -1,8 +1,10 @@
-"""command=export: the network as TorchScript. The artifact takes the encoded tensors (the
-groups of runner.model.layout: a float matrix of numbers and binaries, an integer matrix of
-category codes, a token matrix per text feature) and returns logits per output; export.json
-beside it says which column is which, and meta.json holds the encodings (vocabularies,
-statistics) that turn raw values into those tensors."""
+"""command=export: the model in its family's own format: the network as TorchScript, the trees
+as LightGBM's text model, an ensemble as its members (each in theirs) and their weights. Each
+takes the encoded tensors (the groups of runner.model.layout: a float matrix of numbers and
+binaries, an integer matrix of category codes, a token matrix per text feature; the trees: the
+numbers then the category codes as one matrix) and returns logits per output (the trees: raw
+scores); export.json beside it says which column is which, and meta.json holds the encodings
+(vocabularies, statistics) that turn raw values into those tensors."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ from pathlib import Path
 
 import torch
 
+from runner.errors import UserError
 from runner.model.artifact import SavedModel
+from runner.model.ensemble import EnsembleModel
+from runner.model.gbm import BOOSTER_FILE, TreeModel, categorical_indices, feature_names
 from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
 
 ARTIFACT = "model.torchscript.pt"
@@ -30,17 +35,50 @@ def example_inputs(layout: Layout, rows: int = 2) -> dict[str, torch.Tensor]:
     return inputs
 
 
-def export_torchscript(saved: SavedModel, target: Path) -> Path:
-    """Writes target/model.torchscript.pt, meta.json and export.json; returns the artifact's path."""
-    network = saved.network.eval()
-    with torch.no_grad():
-        traced = torch.jit.trace(network, (example_inputs(saved.layout),), strict=False)
+def export_model(saved: SavedModel, target: Path, format_: str = "auto") -> Path:
+    """Writes the model's artifact(s), meta.json and export.json under target (whole or not at
+    all); returns the artifact's path (an ensemble's: its folder)."""
+    model = saved.network
+    own = "lightgbm" if isinstance(model, TreeModel) else "torchscript"
+    if isinstance(model, EnsembleModel):
+        own = "members"
+    if format_ not in ("auto", own):
+        raise UserError(
+            f"export.format={format_} does not fit this model ({saved.settings.family}: "
+            f"{own}); use export.format=auto"
+        )
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    traced.save(str(tmp / ARTIFACT))
+    artifact = _write(model, saved.layout, tmp)
     (tmp / "meta.json").write_text(json.dumps(saved.meta, indent=2, sort_keys=True, default=str))
-    layout = saved.layout
+    shutil.rmtree(target, ignore_errors=True)
+    os.rename(tmp, target)
+    return target / artifact
+
+
+def _write(model, layout: Layout, folder: Path) -> str:
+    """The artifact and its export.json in `folder`; the artifact's name."""
+    if isinstance(model, EnsembleModel):
+        for name, member in model.members.items():
+            (folder / name).mkdir()
+            _write(member, layout, folder / name)
+        (folder / "ensemble.json").write_text(json.dumps({"weights": model.weights}, indent=2))
+        return "ensemble.json"
+    if isinstance(model, TreeModel):
+        model.booster.save_model(str(folder / BOOSTER_FILE))
+        described = {
+            "format": "lightgbm",
+            "features": feature_names(layout),
+            "columns": [*layout.numeric, *(name for name, *_ in layout.categories)],
+            "categorical": categorical_indices(layout),
+            "outputs": _outputs(layout),
+        }
+        (folder / "export.json").write_text(json.dumps(described, indent=2))
+        return BOOSTER_FILE
+    with torch.no_grad():
+        traced = torch.jit.trace(model.eval(), (example_inputs(layout),), strict=False)
+    traced.save(str(folder / ARTIFACT))
     described = {
         "format": "torchscript",
         "inputs": {
@@ -51,12 +89,14 @@ def export_torchscript(saved: SavedModel, target: Path) -> Path:
                 for name, buckets, _ in layout.texts
             },
         },
-        "outputs": {
-            spec.name: {"type": spec.type, "size": spec.size, "classes": spec.labels}
-            for spec in layout.outputs
-        },
+        "outputs": _outputs(layout),
     }
-    (tmp / "export.json").write_text(json.dumps(described, indent=2))
-    shutil.rmtree(target, ignore_errors=True)
-    os.rename(tmp, target)
-    return target / ARTIFACT
+    (folder / "export.json").write_text(json.dumps(described, indent=2))
+    return ARTIFACT
+
+
+def _outputs(layout: Layout) -> dict:
+    return {
+        spec.name: {"type": spec.type, "size": spec.size, "classes": spec.labels}
+        for spec in layout.outputs
+    }

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from torch import nn
 
+from runner.model.base import ScoringModel
 from runner.model.layout import Layout
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ AUTOCAST = {"32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 class Inference:
     """Moves inputs to the device and runs the model under the precision's autocast."""
 
-    def __init__(self, model: nn.Module, device: torch.device, autocast_dtype=None):
+    def __init__(self, model: ScoringModel, device: torch.device, autocast_dtype=None):
         self.model, self.device, self.autocast_dtype = model, device, autocast_dtype
 
     def to_device(self, tensors: dict) -> dict:
@@ -56,7 +56,7 @@ class Scored:
 
 
 def score(
-    model: nn.Module, chunks: Iterable, layout: Layout, inference: Inference | None = None
+    model: ScoringModel, chunks: Iterable, layout: Layout, inference: Inference | None = None
 ) -> Scored:
     """Runs the model over evaluation chunks (TensorTables) in inference mode."""
     inference = inference or Inference(model, torch.device("cpu"))

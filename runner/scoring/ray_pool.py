@@ -59,8 +59,10 @@ class PartitionScorer:
         import torch
 
         torch.set_num_threads(max(1, int(threads)))  # its share of the node, not every core
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        saved.network.to(device)
+        device = torch.device("cpu")
+        if isinstance(saved.network, torch.nn.Module) and torch.cuda.is_available():
+            device = torch.device("cuda")  # a network's forward; trees predict on the CPU
+            saved.network.to(device)
         self.predictor = Predictor(saved, device=device)
         self.task, self.parts = task, parts
         self.split, self.batches = split, batches  # a cache split: the pieces of each batch

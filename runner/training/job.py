@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from torch import nn
-
 from runner.config import ModelConfig, TrainerConfig
 from runner.loading.base import Loader
 from runner.storage import Location
@@ -72,4 +70,5 @@ class TrainingResult:
     precision: str = "32"  # the training steps' (trainer.precision, auto made concrete)
     # The mean/majority baseline's metrics on the validation split (constant predictions).
     validation_baseline: dict = field(default_factory=dict)
-    model: nn.Module | None = None  # best weights, unwrapped
+    model: Any = None  # any family's ScoringModel (a network: best weights, unwrapped)
+    family: dict = field(default_factory=dict)  # what the family reports (ensemble weights)

@@ -15,18 +15,30 @@ OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch
 FUSED = ("adamw", "adam")  # optimizers with a fused implementation on CPU and CUDA
 
 
-def warm_up() -> threading.Thread:
-    """Starts importing what the first optimizer imports lazily (torch._dynamo: about 1 s on
-    these machines, profiled) in a thread, so that it overlaps a wait (preprocessing, Ray's
-    start, Horovod's rendezvous). Join it before training starts: what the other thread
-    imports meanwhile (Ray, the processors, Horovod's init) shares with torch._dynamo only
-    modules that are loaded already. A failure here is the first optimizer's to report."""
+# What each model family's training imports first, lazily: the first optimizer's
+# torch._dynamo (about 1 s on these machines, profiled); LightGBM, which imports scikit-learn
+# and SciPy (1.5-2 s, profiled with -X importtime).
+WARM_UP = {
+    "network": ("torch._dynamo",),
+    "gbm": ("lightgbm",),
+    "ensemble": ("torch._dynamo", "lightgbm"),
+}
+
+
+def warm_up(family: str = "network") -> threading.Thread:
+    """Starts importing what training imports first in a thread (WARM_UP), so that it
+    overlaps a wait (preprocessing, Ray's start, Horovod's rendezvous). Join it before training
+    starts: what the other thread imports meanwhile (Ray, the processors, Horovod's init) shares
+    with these only modules that are loaded already. A failure here is training's to report."""
 
     def load() -> None:
-        try:
-            import torch._dynamo  # noqa: F401
-        except Exception:
-            pass
+        import importlib
+
+        for name in WARM_UP[family]:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                pass
 
     thread = threading.Thread(target=load, name="warm-up", daemon=True)
     thread.start()

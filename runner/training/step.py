@@ -33,6 +33,8 @@ def training_precision(precision: str, device: torch.device) -> tuple[str, str]:
 
 
 class Step(Inference):
+    model: torch.nn.Module  # the network: the one family trained step by step
+
     def __init__(
         self,
         model,

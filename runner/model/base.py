@@ -1,0 +1,46 @@
+"""The model seam: what every model family gives scoring, and how its model/ dir is written
+and read.
+
+A trained model, whatever its family, is a `ScoringModel`: called on a batch's input groups (the
+loader's tensors: runner.model.layout's NUMERIC matrix, CATEGORY codes, a token matrix per text)
+it returns the logits of each output in the network's conventions (a binary output's log-odds,
+a category's unnormalized log-probabilities, a number in the target's normalized units). So the
+one scoring path (runner.scoring), its decoders and metrics, the Predictor, batch scoring, the
+Ray actor pool and serving hold no family's code. A `Family` saves and loads its models; the
+training side of a family (how it fits from the cached splits) lives in runner.training.families.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from runner.config import ModelConfig
+from runner.model.layout import Layout
+
+
+@runtime_checkable
+class ScoringModel(Protocol):
+    def __call__(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Logits per output for a batch of processed rows."""
+
+    def eval(self):
+        """Inference mode (dropout off); returns the model."""
+
+
+class Family(Protocol):
+    name: str
+    files: tuple[str, ...]  # what its model/ dir holds besides meta.json and config.yaml
+
+    def save(self, model: ScoringModel, directory: Path) -> None: ...
+
+    def load(self, directory: Path, layout: Layout, settings: ModelConfig) -> ScoringModel: ...
+
+
+def family(name: str) -> Family:
+    """The family of model.family=`name` (runner.config.MODEL_FAMILIES)."""
+    from runner.model.families import FAMILIES
+
+    return FAMILIES[name]

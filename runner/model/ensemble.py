@@ -1,0 +1,122 @@
+"""model.family=ensemble: the network and the trees, their predictions averaged with weights
+fitted on the validation split by greedy ensemble selection (Caruana et al., 2004: repeatedly
+add, with replacement, the member whose addition most lowers the validation loss; the weights
+are the counts). Averaged are probabilities (binary, category) or the normalized number; the
+result goes back into logits, so scoring decodes it as any model's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from runner.model.layout import Layout, OutputSpec
+
+WEIGHTS_FILE = "ensemble.json"
+MEMBERS_DIR = "members"
+SELECTION_ROUNDS = 25
+_EPS = 1e-7
+
+
+def to_space(spec: OutputSpec, logits: np.ndarray) -> np.ndarray:
+    """A member's logits where they are averaged: probabilities, or the number itself."""
+    z = logits.astype(np.float64)
+    if spec.type == "binary":
+        return 1.0 / (1.0 + np.exp(-z))
+    if spec.type == "category":
+        z = z - z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
+    return z
+
+
+def to_logits(spec: OutputSpec, averaged: np.ndarray) -> np.ndarray:
+    if spec.type == "binary":
+        p = np.clip(averaged, _EPS, 1 - _EPS)
+        return np.log(p / (1 - p))
+    if spec.type == "category":
+        return np.log(np.clip(averaged, _EPS, None))
+    return averaged
+
+
+def loss(spec: OutputSpec, averaged: np.ndarray, target: np.ndarray) -> float:
+    """The validation loss the selection lowers: log loss, or squared error in target units."""
+    if spec.type == "binary":
+        p = np.clip(averaged.reshape(-1), _EPS, 1 - _EPS)
+        y = target.reshape(-1)
+        return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+    if spec.type == "category":
+        rows = np.arange(len(target))
+        return float(-np.mean(np.log(np.clip(averaged[rows, target.astype(int)], _EPS, None))))
+    return float(np.mean((averaged.reshape(-1) - target.reshape(-1)) ** 2))
+
+
+def select_weights(
+    spec: OutputSpec, members: dict[str, np.ndarray], target: np.ndarray
+) -> tuple[dict[str, float], list[dict]]:
+    """Caruana's greedy selection with replacement over the members' validation predictions
+    (in averaging space); returns the weights and each round's pick and loss."""
+    names = list(members)
+    counts = dict.fromkeys(names, 0)
+    total = None
+    rounds = []
+    for step in range(1, SELECTION_ROUNDS + 1):
+        scored = {
+            n: loss(spec, (members[n] if total is None else total + members[n]) / step, target)
+            for n in names
+        }
+        best = min(names, key=lambda n: (scored[n], names.index(n)))
+        counts[best] += 1
+        total = members[best] if total is None else total + members[best]
+        rounds.append({"round": step, "added": best, "validation_loss": scored[best]})
+    return {n: counts[n] / SELECTION_ROUNDS for n in names}, rounds
+
+
+class EnsembleModel:
+    """Members behind the ScoringModel seam, combined with fixed weights."""
+
+    def __init__(self, members: dict, weights: dict[str, float], layout: Layout):
+        self.members, self.weights, self.layout = members, weights, layout
+
+    def eval(self):
+        for member in self.members.values():
+            member.eval()
+        return self
+
+    def __call__(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        outputs = {name: m(inputs) for name, m in self.members.items() if self.weights[name] > 0}
+        combined = {}
+        for spec in self.layout.outputs:
+            averaged = sum(
+                self.weights[name] * to_space(spec, out[spec.name].float().numpy())
+                for name, out in outputs.items()
+            )
+            combined[spec.name] = torch.from_numpy(
+                to_logits(spec, np.asarray(averaged)).astype(np.float32)
+            )
+        return combined
+
+
+class EnsembleFamily:
+    name = "ensemble"
+    files: tuple[str, ...] = (WEIGHTS_FILE,)
+
+    def save(self, model, directory: Path) -> None:
+        from runner.model.base import family
+
+        for name, member in model.members.items():
+            (directory / MEMBERS_DIR / name).mkdir(parents=True)
+            family(name).save(member, directory / MEMBERS_DIR / name)
+        (directory / WEIGHTS_FILE).write_text(json.dumps({"weights": model.weights}, indent=2))
+
+    def load(self, directory: Path, layout: Layout, settings) -> EnsembleModel:
+        from runner.model.base import family
+
+        weights = json.loads((directory / WEIGHTS_FILE).read_text())["weights"]
+        members = {
+            name: family(name).load(directory / MEMBERS_DIR / name, layout, settings)
+            for name in weights
+        }
+        return EnsembleModel(members, weights, layout)

@@ -1,0 +1,76 @@
+"""Gradient-boosted trees (LightGBM) as a scoring model: the network's inputs as one feature
+matrix (numbers, binaries, a date's parts, a text's components and target score as they are;
+category codes as LightGBM's native categoricals), one booster per run, its raw scores as the
+network's logits. Sets and a text's tokens are not tree inputs (their counts and components
+are where the cache has them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from runner.model.layout import CATEGORY, NUMERIC, Layout
+
+BOOSTER_FILE = "booster.txt"
+
+
+def feature_matrix(inputs: Mapping[str, torch.Tensor | np.ndarray], layout: Layout) -> np.ndarray:
+    """The trees' features, in layout order: the numeric columns, then the category codes."""
+    parts = []
+    if layout.numeric:
+        parts.append(np.asarray(inputs[NUMERIC], dtype=np.float32))
+    if layout.categories:
+        parts.append(np.asarray(inputs[CATEGORY]).astype(np.float32))
+    rows = len(next(iter(inputs.values()))) if inputs else 0
+    return np.hstack(parts) if parts else np.zeros((rows, 0), np.float32)
+
+
+def feature_names(layout: Layout) -> list[str]:
+    names = [*layout.numeric, *(name for name, *_ in layout.categories)]
+    return [f"f{i}_{''.join(c if c.isalnum() else '_' for c in n)}" for i, n in enumerate(names)]
+
+
+def categorical_indices(layout: Layout) -> list[int]:
+    return list(range(len(layout.numeric), len(layout.numeric) + len(layout.categories)))
+
+
+class TreeModel:
+    """A LightGBM booster behind the ScoringModel seam: its raw scores at the best iteration."""
+
+    def __init__(self, booster, layout: Layout, num_threads: int | None = None):
+        self.booster = booster
+        self.layout = layout
+        self.num_threads = num_threads
+
+    def eval(self):
+        return self
+
+    def __call__(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {name: torch.from_numpy(z) for name, z in self.raw_scores(inputs).items()}
+
+    def raw_scores(self, inputs) -> dict[str, np.ndarray]:
+        spec = self.layout.outputs[0]
+        matrix = feature_matrix(inputs, self.layout)
+        options = {"num_threads": self.num_threads} if self.num_threads else {}
+        z = self.booster.predict(
+            matrix, raw_score=True, num_iteration=self.booster.best_iteration or None, **options
+        )
+        z = np.asarray(z, dtype=np.float32).reshape(len(matrix), -1)
+        return {spec.name: z if spec.type == "category" else z.reshape(-1, 1)}
+
+
+class GBMFamily:
+    name = "gbm"
+    files: tuple[str, ...] = (BOOSTER_FILE,)
+
+    def save(self, model, directory: Path) -> None:
+        model.booster.save_model(str(directory / BOOSTER_FILE))
+
+    def load(self, directory: Path, layout: Layout, settings) -> TreeModel:
+        import lightgbm
+
+        booster = lightgbm.Booster(model_file=str(directory / BOOSTER_FILE))
+        return TreeModel(booster, layout, settings.gbm.num_threads)

@@ -1,0 +1,254 @@
+"""How each model family fits from the cached splits (model.family).
+
+network: the one training loop, run by the trainer (local, Horovod, DDP) on the backend.
+gbm: LightGBM on the training split, early-stopped on the validation split, in this process.
+ensemble: both on the same splits, then greedy ensemble weights on the validation split
+(runner.model.ensemble). Every family returns a TrainingResult whose model is a ScoringModel;
+the train and validation metrics of a tree or an ensemble come from the one scoring path, as a
+network's validation metrics do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from runner.config import ModelConfig, TrainerConfig
+from runner.errors import UserError
+from runner.loading.tensors import TensorTable
+from runner.model.ensemble import EnsembleModel, select_weights, to_space
+from runner.model.gbm import (
+    TreeModel,
+    categorical_indices,
+    feature_matrix,
+    feature_names,
+)
+from runner.model.layout import Layout
+from runner.scoring.decoding import Decoders, compute_metrics, constant_logits
+from runner.storage import Location
+from runner.training.job import TrainingResult
+
+log = logging.getLogger(__name__)
+
+TREE_OUTPUTS = ("binary", "category", "number")
+
+
+def fit_family(
+    model: ModelConfig, fit_network, splits: Location, meta: dict, trainer: TrainerConfig
+):
+    """The family's TrainingResult. `fit_network()` runs the trainer (the network's loop)."""
+    if model.family == "network":
+        return fit_network()
+    if model.family == "gbm":
+        return fit_trees(splits, meta, model, trainer)
+    network = fit_network()
+    if network is None:  # under horovodrun, the ranks other than 0
+        return None
+    trees = fit_trees(splits, meta, model, trainer)
+    return combine(network, trees, splits, meta, model)
+
+
+def check_tree_outputs(layout: Layout, family: str) -> None:
+    outputs = layout.outputs
+    if len(outputs) != 1 or outputs[0].type not in TREE_OUTPUTS:
+        kinds = ", ".join(f"{o.name} ({o.type})" for o in outputs)
+        raise UserError(
+            f"model.family={family} trains trees for one binary, category or number output; "
+            f"this model has {kinds}: use model.family=network (the default) or one such output"
+        )
+
+
+def _objective(spec) -> dict:
+    if spec.type == "binary":
+        return {"objective": "binary"}
+    if spec.type == "category":
+        return {"objective": "multiclass", "num_class": spec.size}
+    return {"objective": "regression"}
+
+
+def _read(splits: Location, split: str, layout: Layout) -> TensorTable:
+    return TensorTable.from_arrow(splits.join(split).read_table(), layout)
+
+
+def _threads(settings) -> int:
+    return settings.num_threads or len(os.sched_getaffinity(0))
+
+
+def fit_trees(
+    splits: Location, meta: dict, model: ModelConfig, trainer: TrainerConfig
+) -> TrainingResult:
+    """One booster on the training split, early-stopped on the validation split."""
+    import lightgbm as lgb
+
+    started = time.perf_counter()
+    layout = Layout.from_meta(meta, model)
+    check_tree_outputs(layout, model.family)
+    spec = layout.outputs[0]
+    settings = model.gbm
+    train, validation = _read(splits, "train", layout), _read(splits, "validation", layout)
+    skipped = [name for name, *_ in layout.texts]
+    if skipped:
+        log.info(
+            "trees: %s enter as their numbers only (components, target score), not as tokens",
+            ", ".join(skipped),
+        )
+    names, categorical = feature_names(layout), categorical_indices(layout)
+
+    def dataset(table: TensorTable, reference=None):
+        target = table.targets[spec.name].numpy()
+        return lgb.Dataset(
+            feature_matrix(table.inputs, layout),
+            target,
+            feature_name=names,
+            categorical_feature=categorical,
+            reference=reference,
+            free_raw_data=True,
+            params={"verbosity": -1, "max_bin": 255},
+        )
+
+    train_set = dataset(train)
+    params = {
+        **_objective(spec),
+        "learning_rate": settings.learning_rate,
+        "num_leaves": settings.num_leaves,
+        "min_data_in_leaf": settings.min_data_in_leaf,
+        "feature_fraction": settings.feature_fraction,
+        "bagging_fraction": settings.bagging_fraction,
+        "bagging_freq": 1 if settings.bagging_fraction < 1 else 0,
+        "lambda_l2": settings.lambda_l2,
+        "num_threads": _threads(settings),
+        "seed": trainer.seed,
+        "deterministic": True,
+        "verbosity": -1,
+    }
+    evals: dict = {}
+    callbacks = [lgb.record_evaluation(evals)]
+    valid_sets, valid_names = [train_set], ["train"]
+    if len(validation):
+        valid_sets.append(dataset(validation, reference=train_set))
+        valid_names.append("validation")
+        if settings.early_stopping_rounds:
+            callbacks.append(lgb.early_stopping(settings.early_stopping_rounds, verbose=False))
+    fit_started = time.perf_counter()
+    booster = lgb.train(
+        params,
+        train_set,
+        num_boost_round=settings.num_boost_round,
+        valid_sets=valid_sets,
+        valid_names=valid_names,
+        callbacks=callbacks,
+    )
+    fit_seconds = time.perf_counter() - fit_started
+    run = len(next(iter(evals["train"].values())))
+    rounds = booster.best_iteration or run
+    log.info(
+        "trees: %d boosting rounds kept of %d run (model.gbm.early_stopping_rounds=%d on the "
+        "validation split), %.2fs",
+        rounds,
+        run,
+        settings.early_stopping_rounds,
+        fit_seconds,
+    )
+    tree = TreeModel(booster, layout, settings.num_threads)
+    result = _result(tree, layout, meta, model, train, validation, evals, rounds)
+    result.train_seconds = time.perf_counter() - started
+    result.step_seconds = fit_seconds
+    result.samples_seen = len(train) * rounds
+    result.family = {"gbm_rounds": rounds}
+    return result
+
+
+def _result(model, layout, meta, settings, train, validation, evals, best) -> TrainingResult:
+    """A TrainingResult for a model fitted outside the loop: the loss curve per round where
+    there is one, and the scoring path's metrics on train and validation at the kept round."""
+    decoders = Decoders(meta)
+    metrics = {
+        name: _metrics(model, layout, decoders, table)
+        for name, table in (("train", train), ("validation", validation))
+    }
+    history = []
+    curves: dict[str, list] = {
+        split: next(iter(evals.get(split, {}).values()), []) for split in ("train", "validation")
+    }
+    for i, loss in enumerate(curves["train"], start=1):
+        entry = {"epoch": i, "train": {"loss": float(loss)}, "validation": {}}
+        if i <= len(curves["validation"]):
+            entry["validation"] = {"loss": float(curves["validation"][i - 1])}
+        if i == best:
+            entry = {"epoch": i, **metrics}
+        history.append(entry)
+    if not history:
+        history = [{"epoch": best, **metrics}]
+    baseline = {}
+    if len(validation):
+        targets = {k: v.numpy() for k, v in validation.targets.items()}
+        constants = constant_logits(layout, decoders, len(validation))
+        baseline = compute_metrics(layout, decoders, constants, targets)
+    return TrainingResult(
+        history=history,
+        best_epoch=best,
+        best_value=metrics["validation"].get("loss", float("nan")),
+        stopped_early=bool(curves["train"]) and best < len(curves["train"]),
+        validation_baseline=baseline,
+        model=model,
+    )
+
+
+def _metrics(model, layout: Layout, decoders: Decoders, table: TensorTable) -> dict[str, float]:
+    if not len(table):
+        return {}
+    logits = _logits(model, layout, table)
+    targets = {k: v.numpy() for k, v in table.targets.items()}
+    return compute_metrics(layout, decoders, logits, targets)
+
+
+def _logits(model, layout: Layout, table: TensorTable) -> dict[str, np.ndarray]:
+    from runner.scoring.inference import score
+
+    return score(model, table.chunks(65536), layout).logits
+
+
+def combine(network: TrainingResult, trees: TrainingResult, splits, meta, model) -> TrainingResult:
+    """The ensemble: its weights from the members' validation predictions; its metrics from
+    the one scoring path."""
+    layout = Layout.from_meta(meta, model)
+    check_tree_outputs(layout, "ensemble")
+    spec = layout.outputs[0]
+    members = {"network": network.model, "gbm": trees.model}
+    train, validation = _read(splits, "train", layout), _read(splits, "validation", layout)
+    if len(validation):
+        predictions = {
+            name: to_space(spec, _logits(m, layout, validation)[spec.name])
+            for name, m in members.items()
+        }
+        target = validation.targets[spec.name].numpy()
+        weights, rounds = select_weights(spec, predictions, target)
+    else:
+        weights, rounds = {"network": 0.5, "gbm": 0.5}, []
+    log.info(
+        "ensemble weights from the validation split (%d greedy rounds): %s",
+        len(rounds),
+        ", ".join(f"{name} {w:.2f}" for name, w in weights.items()),
+    )
+    ensemble = EnsembleModel(members, weights, layout)
+    decoders = Decoders(meta)
+    metrics = {
+        name: _metrics(ensemble, layout, decoders, table)
+        for name, table in (("train", train), ("validation", validation))
+    }
+    history = [dict(h) for h in network.history]
+    best = network.best_epoch
+    for entry in history:
+        if entry["epoch"] == best:
+            entry.update(metrics)
+    return replace(
+        network,
+        history=history,
+        model=ensemble,
+        train_seconds=network.train_seconds + trees.train_seconds,
+        family={"ensemble_weights": weights, "gbm_rounds": trees.best_epoch},
+    )
