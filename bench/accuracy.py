@@ -57,6 +57,9 @@ VARIANTS = {
     "ens16": ["model.ensemble_size=16"],
     # The one-argument start: the feature types inferred instead of the suite's written list.
     "inferred": ["model=auto", f"dataset.target={TARGET}"],
+    # The model families: LightGBM trees on the same cache, and the network + trees ensemble.
+    "trees": ["model.family=gbm"],
+    "ensemble": ["model.family=ensemble"],
 }
 
 

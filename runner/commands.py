@@ -268,7 +268,8 @@ def _train(run: Run, pre: Preprocessed, figures, tracker=None):
         lambda: run.trainer.fit(make_job, run.backend),
         pre.entry,
         pre.meta,
-        run.trainer.settings,
+        run.trainer,
+        run.backend,
     )
     if not run.backend.is_main:
         return result, layout  # under horovodrun, rank 0 writes the outputs

@@ -234,6 +234,15 @@ class ModelConfig:
 
     def __post_init__(self):
         _one_of(self.family, MODEL_FAMILIES, "model.family")
+        outputs = self.output_features
+        if self.family != "network" and outputs is not None:
+            kinds = [f"{f.name} ({f.type})" for f in outputs]
+            if len(outputs) != 1 or outputs[0].type not in ("binary", "category", "number"):
+                raise UserError(
+                    f"model.family={self.family} trains trees for one binary, category or number "
+                    f"output; this model has {', '.join(kinds)}: use model.family=network or "
+                    "one such output"
+                )
         _one_of(self.combiner, ("concat", "residual", "transformer"), "model.combiner")
         _one_of(
             self.number_encoder, ("auto", "none", "piecewise", "periodic"), "model.number_encoder"

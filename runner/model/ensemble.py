@@ -57,21 +57,23 @@ def select_weights(
     spec: OutputSpec, members: dict[str, np.ndarray], target: np.ndarray
 ) -> tuple[dict[str, float], list[dict]]:
     """Caruana's greedy selection with replacement over the members' validation predictions
-    (in averaging space); returns the weights and each round's pick and loss."""
+    (in averaging space), kept at the round of the lowest loss (its first round is the best
+    single member, so the ensemble is never worse than that on validation); returns the
+    weights and each round's pick and loss."""
     names = list(members)
-    counts = dict.fromkeys(names, 0)
     total = None
-    rounds = []
+    rounds: list[dict] = []
     for step in range(1, SELECTION_ROUNDS + 1):
         scored = {
             n: loss(spec, (members[n] if total is None else total + members[n]) / step, target)
             for n in names
         }
         best = min(names, key=lambda n: (scored[n], names.index(n)))
-        counts[best] += 1
         total = members[best] if total is None else total + members[best]
         rounds.append({"round": step, "added": best, "validation_loss": scored[best]})
-    return {n: counts[n] / SELECTION_ROUNDS for n in names}, rounds
+    kept = min(rounds, key=lambda r: (r["validation_loss"], r["round"]))["round"]
+    picks = [r["added"] for r in rounds[:kept]]
+    return {n: picks.count(n) / kept for n in names}, rounds
 
 
 class EnsembleModel:

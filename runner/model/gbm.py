@@ -55,8 +55,9 @@ class TreeModel:
         spec = self.layout.outputs[0]
         matrix = feature_matrix(inputs, self.layout)
         options = {"num_threads": self.num_threads} if self.num_threads else {}
+        best = self.booster.best_iteration
         z = self.booster.predict(
-            matrix, raw_score=True, num_iteration=self.booster.best_iteration or None, **options
+            matrix, raw_score=True, num_iteration=best if best > 0 else None, **options
         )
         z = np.asarray(z, dtype=np.float32).reshape(len(matrix), -1)
         return {spec.name: z if spec.type == "category" else z.reshape(-1, 1)}

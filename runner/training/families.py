@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
+import shutil
+import tempfile
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -37,19 +41,26 @@ log = logging.getLogger(__name__)
 TREE_OUTPUTS = ("binary", "category", "number")
 
 
-def fit_family(
-    model: ModelConfig, fit_network, splits: Location, meta: dict, trainer: TrainerConfig
-):
-    """The family's TrainingResult. `fit_network()` runs the trainer (the network's loop)."""
+def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, trainer, backend):
+    """The family's TrainingResult. `fit_network()` runs the trainer (the network's loop); the
+    trees train data-parallel on Ray with the trainer's workers where it has more than one."""
     if model.family == "network":
         return fit_network()
+    workers = _tree_workers(trainer, backend)
     if model.family == "gbm":
-        return fit_trees(splits, meta, model, trainer)
+        return fit_trees(splits, meta, model, trainer.settings, workers)
     network = fit_network()
     if network is None:  # under horovodrun, the ranks other than 0
         return None
-    trees = fit_trees(splits, meta, model, trainer)
+    trees = fit_trees(splits, meta, model, trainer.settings, workers)
     return combine(network, trees, splits, meta, model)
+
+
+def _tree_workers(trainer, backend) -> tuple[int, dict]:
+    """(workers, resources each): the trainer's on a backend with Ray, else one here."""
+    if not trainer.distributed or not backend.offers_ray:
+        return 1, {}
+    return trainer.world_size(backend), trainer.resources
 
 
 def check_tree_outputs(layout: Layout, family: str) -> None:
@@ -70,8 +81,12 @@ def _objective(spec) -> dict:
     return {"objective": "regression"}
 
 
-def _read(splits: Location, split: str, layout: Layout) -> TensorTable:
-    return TensorTable.from_arrow(splits.join(split).read_table(), layout)
+def _read(splits: Location, split: str, layout: Layout, rank: int = 0, size: int = 1):
+    """A split's rows (every size-th from rank) as the batch's input groups."""
+    table = splits.join(split).read_table()
+    if size > 1:
+        table = table.take(np.arange(rank, table.num_rows, size))
+    return TensorTable.from_arrow(table, layout)
 
 
 def _threads(settings) -> int:
@@ -79,23 +94,62 @@ def _threads(settings) -> int:
 
 
 def fit_trees(
-    splits: Location, meta: dict, model: ModelConfig, trainer: TrainerConfig
+    splits: Location,
+    meta: dict,
+    model: ModelConfig,
+    trainer: TrainerConfig,
+    workers: tuple[int, dict] = (1, {}),
 ) -> TrainingResult:
-    """One booster on the training split, early-stopped on the validation split."""
-    import lightgbm as lgb
-
+    """One booster on the training split, early-stopped on the validation split: here, or
+    data-parallel on Ray Train's LightGBMTrainer with `workers` = (count, resources each)."""
     started = time.perf_counter()
     layout = Layout.from_meta(meta, model)
     check_tree_outputs(layout, model.family)
-    spec = layout.outputs[0]
-    settings = model.gbm
-    train, validation = _read(splits, "train", layout), _read(splits, "validation", layout)
     skipped = [name for name, *_ in layout.texts]
     if skipped:
         log.info(
             "trees: %s enter as their numbers only (components, target score), not as tokens",
             ", ".join(skipped),
         )
+    count, resources = workers
+    if count > 1:
+        log.info(
+            "trees: LightGBM data-parallel on Ray Train, %d workers, %s each", count, resources
+        )
+        booster, evals, fit_seconds = _fit_on_ray(splits, meta, model, trainer, count, resources)
+    else:
+        booster, evals, fit_seconds = _boost(splits, meta, model, trainer)
+    run = len(next(iter(evals["train"].values())))
+    rounds = booster.best_iteration if booster.best_iteration > 0 else run
+    log.info(
+        "trees: %d boosting rounds kept of %d run (model.gbm.early_stopping_rounds=%d on the "
+        "validation split), %.2fs",
+        rounds,
+        run,
+        model.gbm.early_stopping_rounds,
+        fit_seconds,
+    )
+    train, validation = _read(splits, "train", layout), _read(splits, "validation", layout)
+    tree = TreeModel(booster, layout, model.gbm.num_threads)
+    result = _result(tree, layout, meta, model, train, validation, evals, rounds)
+    result.train_seconds = time.perf_counter() - started
+    result.step_seconds = fit_seconds
+    result.samples_seen = len(train) * rounds
+    result.world_size = count
+    result.family = {"gbm_rounds": rounds}
+    return result
+
+
+def _boost(splits, meta, model, trainer, rank: int = 0, size: int = 1, network=None):
+    """lightgbm.train on this worker's rows (every size-th from rank): (booster, the losses
+    of each round, seconds). `network`: LightGBM's distributed settings (Ray Train's)."""
+    import lightgbm as lgb
+
+    layout = Layout.from_meta(meta, model)
+    spec = layout.outputs[0]
+    settings = model.gbm
+    train = _read(splits, "train", layout, rank, size)
+    validation = _read(splits, "validation", layout, rank, size)
     names, categorical = feature_names(layout), categorical_indices(layout)
 
     def dataset(table: TensorTable, reference=None):
@@ -120,10 +174,11 @@ def fit_trees(
         "bagging_fraction": settings.bagging_fraction,
         "bagging_freq": 1 if settings.bagging_fraction < 1 else 0,
         "lambda_l2": settings.lambda_l2,
-        "num_threads": _threads(settings),
+        "num_threads": _threads(settings) if network is None else 1,
         "seed": trainer.seed,
         "deterministic": True,
         "verbosity": -1,
+        **(network or {}),
     }
     evals: dict = {}
     callbacks = [lgb.record_evaluation(evals)]
@@ -133,7 +188,7 @@ def fit_trees(
         valid_names.append("validation")
         if settings.early_stopping_rounds:
             callbacks.append(lgb.early_stopping(settings.early_stopping_rounds, verbose=False))
-    fit_started = time.perf_counter()
+    started = time.perf_counter()
     booster = lgb.train(
         params,
         train_set,
@@ -142,24 +197,54 @@ def fit_trees(
         valid_names=valid_names,
         callbacks=callbacks,
     )
-    fit_seconds = time.perf_counter() - fit_started
-    run = len(next(iter(evals["train"].values())))
-    rounds = booster.best_iteration or run
-    log.info(
-        "trees: %d boosting rounds kept of %d run (model.gbm.early_stopping_rounds=%d on the "
-        "validation split), %.2fs",
-        rounds,
-        run,
-        settings.early_stopping_rounds,
-        fit_seconds,
+    return booster, evals, time.perf_counter() - started
+
+
+def _fit_on_ray(splits, meta, model, trainer, count: int, resources: dict):
+    """The booster `count` Ray Train workers train, each on its share of the rows (LightGBM's
+    data-parallel tree learner: histograms summed over the workers' network); rank 0's."""
+    import uuid
+
+    import lightgbm as lgb
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.lightgbm import LightGBMTrainer
+
+    out = Path(tempfile.mkdtemp(prefix="trees-"))
+    config = {"splits": splits, "meta": meta, "model": model, "trainer": trainer, "out": str(out)}
+    try:
+        LightGBMTrainer(
+            _tree_worker,
+            train_loop_config=config,
+            scaling_config=ScalingConfig(num_workers=count, resources_per_worker=resources or None),
+            run_config=RunConfig(
+                name=f"trees-{uuid.uuid4().hex[:8]}",
+                storage_path=str(out / "ray"),
+                failure_config=FailureConfig(max_failures=0),
+            ),
+        ).fit()
+        with open(out / "result.pkl", "rb") as handle:
+            text, best, evals, seconds = pickle.load(handle)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    booster = lgb.Booster(model_str=text)  # its trees up to the best round
+    booster.best_iteration = best
+    return booster, evals, seconds
+
+
+def _tree_worker(config: dict) -> None:
+    import ray.train
+    import ray.train.lightgbm
+
+    context = ray.train.get_context()
+    rank, size = context.get_world_rank(), context.get_world_size()
+    network = {**ray.train.lightgbm.get_network_params(), "tree_learner": "data"}
+    booster, evals, seconds = _boost(
+        config["splits"], config["meta"], config["model"], config["trainer"], rank, size, network
     )
-    tree = TreeModel(booster, layout, settings.num_threads)
-    result = _result(tree, layout, meta, model, train, validation, evals, rounds)
-    result.train_seconds = time.perf_counter() - started
-    result.step_seconds = fit_seconds
-    result.samples_seen = len(train) * rounds
-    result.family = {"gbm_rounds": rounds}
-    return result
+    if rank == 0:
+        with open(Path(config["out"]) / "result.pkl", "wb") as handle:
+            state = (booster.model_to_string(), booster.best_iteration, evals, seconds)
+            pickle.dump(state, handle)
 
 
 def _result(model, layout, meta, settings, train, validation, evals, best) -> TrainingResult:

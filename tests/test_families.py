@@ -1,0 +1,212 @@
+"""Model families behind one seam: gradient-boosted trees (model=gbm) and the ensemble of the
+network and the trees (model=ensemble) through experiment, predict, evaluate, export, the
+Python Predictor, the Ray actor pool and HTTP serving; the one scoring path decodes them all."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import requests
+from helpers import MIXED_MODEL, error_lines, free_port, mixed_table, run_cli, run_experiment
+
+from runner import Predictor
+from runner.errors import UserError
+from runner.model.artifact import SavedModel
+from runner.model.ensemble import EnsembleModel, loss, to_space
+from runner.model.gbm import TreeModel
+
+INPUTS = MIXED_MODEL[0]
+OUTPUTS = {"good": "binary", "grade": "category", "value": "number"}
+TOLERANCE = 1e-6
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("families")
+    mixed_table(2500).to_csv(root / "train.csv", index=False)
+    return root
+
+
+def trained(root, name: str, family: str, output: str, *overrides) -> tuple:
+    run_dir = root / name
+    metrics = run_experiment(
+        run_dir,
+        root / "cache",
+        "backend=local",
+        f"model={family}",
+        f"dataset.path={root / 'train.csv'}",
+        INPUTS,
+        f"model.output_features=[{{name:{output},type:{OUTPUTS[output]}}}]",
+        "trainer.epochs=4",
+        *overrides,
+    )
+    return run_dir, metrics
+
+
+@pytest.fixture(scope="module")
+def trees(data):
+    return {output: trained(data, f"gbm-{output}", "gbm", output) for output in OUTPUTS}
+
+
+@pytest.mark.parametrize(
+    "output,metric,floor",
+    [
+        ("good", "good/roc_auc", 0.9),
+        ("grade", "grade/accuracy", 0.7),
+        ("value", "value/r2", 0.9),
+    ],
+)
+def test_trees_train_on_each_output_type_and_predict_raw_rows_as_the_cache(
+    data, trees, output, metric, floor
+):
+    run_dir, metrics = trees[output]
+    assert metrics["test"][metric] > floor
+    assert (run_dir / "model" / "booster.txt").exists()
+    assert not (run_dir / "model" / "weights.pt").exists()
+    saved = json.loads((run_dir / "metrics.json").read_text())
+    assert saved["training"]["gbm_rounds"] >= 1
+    # The Predictor on the test rows' raw values answers what the cache's test split got.
+    predictions = pd.read_parquet(run_dir / "predictions.parquet")
+    raw = pd.read_csv(data / "train.csv").iloc[predictions["row"]]
+    predictor = Predictor.load(run_dir / "model")
+    assert isinstance(predictor.saved.network, TreeModel)
+    got = predictor.predict(raw, row_ids=predictions["row"].to_numpy())
+    for column in got.columns:
+        if got[column].dtype == object:
+            assert got[column].tolist() == predictions[column].tolist(), column
+        else:
+            np.testing.assert_allclose(got[column], predictions[column], rtol=1e-6, atol=TOLERANCE)
+
+
+def test_trees_export_their_own_format_and_it_scores_as_the_model(data, trees):
+    import lightgbm
+
+    run_dir, _ = trees["grade"]
+    result = run_cli(
+        "command=export", f"model_dir={run_dir / 'model'}", f"hydra.run.dir={data / 'export'}"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    export = data / "export" / "export"
+    described = json.loads((export / "export.json").read_text())
+    assert described["format"] == "lightgbm" and described["outputs"]["grade"]["size"] == 3
+    booster = lightgbm.Booster(model_file=str(export / "booster.txt"))
+    predictor = Predictor.load(run_dir / "model")
+    frame = pd.read_csv(data / "train.csv").head(200)
+    table = predictor.processed(frame, with_targets=False)
+    columns = [
+        np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=np.float32)
+        for c in described["columns"]
+    ]
+    raw = booster.predict(np.column_stack(columns), raw_score=True)
+    want = predictor.score_inputs(frame).logits["grade"]
+    np.testing.assert_allclose(raw, want, rtol=1e-5, atol=1e-5)
+    # A format that is not the model's is named.
+    wrong = run_cli(
+        "command=export",
+        f"model_dir={run_dir / 'model'}",
+        "export.format=torchscript",
+        f"hydra.run.dir={data / 'export-wrong'}",
+    )
+    assert wrong.returncode == 2
+    assert error_lines(wrong) == [
+        "error: export.format=torchscript does not fit this model (gbm: lightgbm); use "
+        "export.format=auto"
+    ]
+
+
+def test_evaluate_and_predict_a_tree_model_from_the_cli(data, trees):
+    run_dir, _ = trees["value"]
+    new = mixed_table(300, seed=4)
+    new.to_csv(data / "new.csv", index=False)
+    out = data / "evaluate"
+    result = run_cli(
+        "command=evaluate",
+        f"model_dir={run_dir / 'model'}",
+        f"dataset.path={data / 'new.csv'}",
+        f"hydra.run.dir={out}",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    evaluation = json.loads((out / "metrics.json").read_text())["evaluation"]
+    assert evaluation["value/r2"] > 0.9
+
+
+def test_the_ensemble_is_weighted_on_validation_and_no_worse_than_a_member(data):
+    run_dir, metrics = trained(data, "ensemble", "ensemble", "good")
+    weights = json.loads((run_dir / "metrics.json").read_text())["training"]["ensemble_weights"]
+    assert set(weights) == {"network", "gbm"} and sum(weights.values()) == pytest.approx(1.0)
+    assert metrics["test"]["good/roc_auc"] > 0.9
+    predictor = Predictor.load(run_dir / "model")
+    ensemble = predictor.saved.network
+    assert isinstance(ensemble, EnsembleModel) and ensemble.weights == weights
+    # On the validation split its loss is at most the better member's (the selection's first
+    # round is the best member alone; it keeps its best round).
+    entry = json.loads((run_dir / "metrics.json").read_text())["training"]["cache_entry"]
+    validation = pq.read_table(f"{entry}/validation")
+    spec = predictor.layout.outputs[0]
+    losses = {}
+    for name, model in [("ensemble", ensemble), *ensemble.members.items()]:
+        alone = Predictor(
+            SavedModel(model, predictor.layout, predictor.saved.meta, predictor.saved.settings)
+        )
+        scored = alone.score_processed(validation, with_targets=True)
+        losses[name] = loss(spec, to_space(spec, scored.logits["good"]), scored.targets["good"])
+    assert losses["ensemble"] <= min(losses["network"], losses["gbm"]) + 1e-9
+
+
+def test_trees_refuse_several_outputs_before_any_work(data, tmp_path):
+    with pytest.raises(UserError, match=r"model.family=gbm trains trees for one binary, category"):
+        run_experiment(
+            tmp_path / "run",
+            tmp_path / "cache",
+            "model=gbm",
+            f"dataset.path={data / 'train.csv'}",
+            *MIXED_MODEL,
+        )
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.distributed
+def test_a_tree_model_on_the_ray_pool_and_served_over_http(data, trees, ray_session):
+    from ray import serve
+
+    from runner.config import ServeConfig
+    from runner.serving.server import deploy
+
+    run_dir, _ = trees["grade"]
+    local = pd.read_parquet(run_dir / "predictions.parquet")
+    frame = pd.read_csv(data / "train.csv").head(50)
+    want = Predictor.load(run_dir / "model").predict(frame)
+    # The Ray actor pool, reading the raw rows with dask.
+    pool = data / "pool"
+    run_experiment(
+        pool,
+        data / "cache",
+        "command=predict",
+        f"model_dir={run_dir / 'model'}",
+        f"dataset.path={data / 'train.csv'}",
+        "backend=ray",
+        "processor=dask",
+        "trainer.num_workers=2",
+        "trainer.resources_per_worker={CPU: 0.5}",
+        "predict.pool_min_rows=100",
+    )
+    path = pool / "predictions.parquet"
+    got = pd.read_parquet(path if path.exists() else pool / "predictions").sort_values("row")
+    head = got.head(50).reset_index(drop=True)
+    np.testing.assert_allclose(head["grade_probability_A"], want["grade_probability_A"], atol=1e-6)
+    assert len(got) == 2500 and len(local) > 0
+    # Served over HTTP on Ray Serve: what the Predictor answers.
+    url = deploy(ServeConfig(port=free_port()), str(run_dir / "model"))
+    try:
+        rows = json.loads(frame.to_json(orient="records"))
+        response = requests.post(f"{url}/predict", json=rows, timeout=60)
+        assert response.status_code == 200, response.text
+        served = pd.DataFrame(response.json())
+        assert served["grade_prediction"].tolist() == want["grade_prediction"].tolist()
+        np.testing.assert_allclose(
+            served["grade_probability_A"], want["grade_probability_A"], atol=1e-6
+        )
+    finally:
+        serve.shutdown()
