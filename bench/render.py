@@ -443,6 +443,35 @@ TABLE: tuple[Each | Callable[[dict], Iterable[Cells]], ...] = (
         ),
     ),
     Each(
+        "families",
+        (
+            Row(
+                "model=gbm vs the network (wall, 3 epochs; same table and cache)",
+                "gbm_wall_seconds",
+                "network_wall_seconds",
+                target="<= 1x, AUC within 0.005",
+                unit="s",
+            ),
+            Row(
+                "model=gbm test ROC AUC vs the network's",
+                "gbm_test_roc_auc",
+                "network_test_roc_auc",
+            ),
+            Row(
+                "model=ensemble vs the network (wall)",
+                "ensemble_wall_seconds",
+                "network_wall_seconds",
+                target="<= 1.6x",
+                unit="s",
+            ),
+            Row(
+                "model=ensemble test ROC AUC vs the network's",
+                "ensemble_test_roc_auc",
+                "network_test_roc_auc",
+            ),
+        ),
+    ),
+    Each(
         "inference",
         (
             Row(

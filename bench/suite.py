@@ -508,7 +508,7 @@ def main(argv: list[str] | None = None) -> None:
         "--skip",
         default="",
         help="comma-separated sections to skip: processors,ray,scaling,overhead,ooc,sweeps,tune,"
-        "serving,prediction,inference,results,soak",
+        "serving,prediction,inference,families,results,soak",
     )
     parser.add_argument(
         "--only",
@@ -555,6 +555,8 @@ def main(argv: list[str] | None = None) -> None:
             prediction_section(suite, work, args.smoke)
         if "inference" in only:
             inference_section(suite, work, args.smoke)
+        if "families" in only:
+            families_section(suite, work, args.smoke)
         if "results" in only:
             results_section(suite, work, args.smoke)
         if "soak" in only:
@@ -598,6 +600,8 @@ def main(argv: list[str] | None = None) -> None:
         prediction_section(suite, work, args.smoke)
     if "inference" not in skip:
         inference_section(suite, work, args.smoke)
+    if "families" not in skip:
+        families_section(suite, work, args.smoke)
     if "results" not in skip:
         results_section(suite, work, args.smoke)
     if "soak" not in skip:
@@ -616,6 +620,28 @@ def prediction_section(suite, work: Path, smoke: bool) -> None:
     suite.figures["sections"].pop("prediction", None)
     for name, figures in prediction_figures(work, data, measure).items():
         suite.record("prediction", name, figures)
+
+
+def families_section(suite, work: Path, smoke: bool) -> None:
+    """The model families on the same 1M-row table and cache: the network (the experiment of
+    the sections above: 3 epochs), the trees (model=gbm, early-stopped) and their ensemble,
+    interleaved twice; the best wall of each counts."""
+    rows = 2000 if smoke else 1_000_000
+    path = work / "data" / f"synthetic-{rows}.csv"
+    data = path if path.exists() else write_csv(rows, path)
+    suite.figures["sections"].pop("families", None)
+    families = {"network": [], "gbm": ["model.family=gbm"], "ensemble": ["model.family=ensemble"]}
+    for _ in range(1 if smoke else 2):
+        for name, extra in families.items():
+            suite.experiment(data, rows, "local", 3, extra, section=f"family {name}")
+    network = suite.figures["sections"]["family network"][label(rows)]
+    figures = {"rows": rows, "network_wall_seconds": network["wall_seconds"]}
+    figures["network_test_roc_auc"] = network["test_roc_auc"]
+    for name in ("gbm", "ensemble"):
+        entry = suite.figures["sections"][f"family {name}"][label(rows)]
+        figures[f"{name}_wall_seconds"] = entry["wall_seconds"]
+        figures[f"{name}_test_roc_auc"] = entry["test_roc_auc"]
+    suite.record("families", label(rows), figures)
 
 
 def inference_section(suite, work: Path, smoke: bool) -> None:

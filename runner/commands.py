@@ -13,6 +13,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -259,6 +260,12 @@ def _train(run: Run, pre: Preprocessed, figures, tracker=None):
 
     layout = Layout.from_meta(pre.meta, run.settings.model)
     model = run.settings.model
+    if model.family == "auto":  # decided once the outputs are known; the saved config says it
+        family, why = model.pick_family()
+        if run.backend.is_main:
+            log.info("model.family=auto picked %s: %s", family, why)
+        model = replace(model, family=family)
+        run.cfg.model.family = family
     uses_network = model.family in ("network", "ensemble")
     if model.ensemble_size is None and run.backend.is_main and uses_network:  # auto, and why
         members, why = model.ensemble_members(layout.train_rows)

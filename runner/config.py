@@ -192,6 +192,7 @@ class GBMConfig:
 
 
 MODEL_FAMILIES = ("network", "gbm", "ensemble")
+TREE_OUTPUT_TYPES = ("binary", "category", "number")
 
 
 @dataclass
@@ -233,11 +234,11 @@ class ModelConfig:
     ensemble_max_rows: int = 50_000
 
     def __post_init__(self):
-        _one_of(self.family, MODEL_FAMILIES, "model.family")
+        _one_of(self.family, ("auto", *MODEL_FAMILIES), "model.family")
         outputs = self.output_features
-        if self.family != "network" and outputs is not None:
+        if self.family in ("gbm", "ensemble") and outputs is not None:
             kinds = [f"{f.name} ({f.type})" for f in outputs]
-            if len(outputs) != 1 or outputs[0].type not in ("binary", "category", "number"):
+            if not self.trees_fit(outputs):
                 raise UserError(
                     f"model.family={self.family} trains trees for one binary, category or number "
                     f"output; this model has {', '.join(kinds)}: use model.family=network or "
@@ -294,6 +295,24 @@ class ModelConfig:
                 "model.ensemble_size>1 shares the concat or residual combiner's MLP among its "
                 "members; set model.combiner=concat or model.ensemble_size=1"
             )
+
+    @staticmethod
+    def trees_fit(outputs) -> bool:
+        """Trees (model.family gbm, ensemble) predict one binary, category or number output."""
+        return len(outputs) == 1 and outputs[0].type in TREE_OUTPUT_TYPES
+
+    def pick_family(self) -> tuple[str, str]:
+        """model.family, or its auto pick for these outputs, and why (docs/accuracy.md)."""
+        if self.family != "auto":
+            return self.family, "model.family"
+        outputs = self.output_features or []
+        if not self.trees_fit(outputs):
+            kinds = ", ".join(f"{f.name} ({f.type})" for f in outputs)
+            return "network", f"trees predict one binary, category or number output, not {kinds}"
+        return "ensemble", (
+            "the network and trees weighted on validation: at or above the better of the two "
+            "on the accuracy suite"
+        )
 
     def ensemble_members(self, train_rows: int | None) -> tuple[int, str]:
         """The ensemble's members and why: model.ensemble_size, or its auto pick for a training

@@ -216,10 +216,12 @@ def test_a_three_trial_sweep_is_a_parent_with_three_children(tmp_path, mlflow_se
 @pytest.mark.slow
 def test_the_embedded_sqlite_default_needs_no_server(tmp_path):
     """No tracking URI and no server: outputs/mlflow.db in Hydra's output root, and the
-    summary says how to look at it."""
+    summary says how to look at it. The model is an ensemble of the network and trees: its
+    pyfunc answers what its Predictor answers, and it names LightGBM among its requirements."""
     result = small_run(
         tmp_path,
         "hydra.run.dir=outputs/first",
+        "model=ensemble",
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-4000:]
@@ -232,6 +234,12 @@ def test_the_embedded_sqlite_default_needs_no_server(tmp_path):
     assert len(client.get_metric_history(run.info.run_id, "validation/loss")) == 3
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"metrics.json", "model", "pyfunc"} <= artifacts
+    local = client.download_artifacts(run.info.run_id, "pyfunc", str(tmp_path))
+    assert "lightgbm==" in (Path(local) / "requirements.txt").read_text()
+    frame = make_synthetic(200, seed=3)
+    ours = Predictor.load(tmp_path / "outputs" / "first" / "model").predict(frame)
+    theirs = mlflow.pyfunc.load_model(local).predict(frame)
+    np.testing.assert_allclose(theirs["label_probability"], ours["label_probability"], atol=1e-6)
     assert (tmp_path / "outputs" / "mlartifacts").is_dir()  # beside the database, not in cwd/mlruns
     assert not (tmp_path / "mlruns").exists()
     # The last line logged reached the run's log: the fast exit (run.py) flushed it.

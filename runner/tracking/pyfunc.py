@@ -25,12 +25,17 @@ class PredictorModel(PythonModel):
         return self.predictor.predict(frame)
 
 
-def _requirements() -> list[str]:
+def _requirements(model_dir: Path) -> list[str]:
+    """The packages the model scores with, pinned as installed (LightGBM where it has trees)."""
     from importlib.metadata import version
 
-    return [
-        f"{name}=={version(name)}" for name in ("torch", "pandas", "pyarrow", "numpy", "mlflow")
-    ]
+    from omegaconf import OmegaConf
+
+    names = ["torch", "pandas", "pyarrow", "numpy", "mlflow"]
+    family = OmegaConf.load(model_dir / "config.yaml").model.get("family", "network")
+    if family in ("gbm", "ensemble"):
+        names.append("lightgbm")
+    return [f"{name}=={version(name)}" for name in names]
 
 
 def save_pyfunc(model_dir: Path, path: Path) -> None:
@@ -58,7 +63,7 @@ def _save(model_dir: Path, path: Path) -> None:
             python_model=PredictorModel(),
             artifacts={"model_dir": str(model_dir)},
             code_paths=[str(Path(__file__).resolve().parents[1])],  # the runner package
-            pip_requirements=_requirements(),
+            pip_requirements=_requirements(Path(model_dir)),
         )
     finally:
         environment.warn_dependency_requirement_mismatches = check

@@ -22,6 +22,7 @@ WARM_UP = {
     "network": ("torch._dynamo",),
     "gbm": ("lightgbm",),
     "ensemble": ("torch._dynamo", "lightgbm"),
+    "auto": ("torch._dynamo", "lightgbm"),
 }
 
 
