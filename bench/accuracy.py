@@ -122,7 +122,11 @@ def run_baseline(table: Table, frame: pd.DataFrame) -> dict:
     return {"value": float(value), "wall_seconds": 0.0}
 
 
-def run_ours(table: Table, prepared: dict, work: Path, variant: str, extra: list[str]) -> dict:
+def run_ours(
+    table: Table, prepared: dict, work: Path, variant: str, extra: list[str]
+) -> dict | None:
+    """The run's test and validation scores; None where the variant cannot run on this table
+    (its one error line, exit 2: trees with no input they can split on)."""
     run_dir = work / "runs" / f"{table.name}-{variant}-{prepared['seed']}"
     args = [
         sys.executable,
@@ -144,6 +148,9 @@ def run_ours(table: Table, prepared: dict, work: Path, variant: str, extra: list
     started = time.perf_counter()
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    if done.returncode == 2:
+        print(f"{table.name} {variant}: {done.stderr.strip().splitlines()[-1]}", flush=True)
+        return None
     if done.returncode != 0:
         raise RuntimeError(f"{table.name} {variant} failed:\n{done.stderr[-3000:]}")
     report = json.loads((run_dir / "metrics.json").read_text())
@@ -323,13 +330,15 @@ def evaluate_table(table: Table, seeds: list[int], variants: list[str], extra, w
         "baseline": summary["baseline"],
         "gbm": summary["gbm"],
         "linear_text": summary.get("linear_text"),
-        "ours": {v: summary[v] for v in variants},
+        "ours": {v: summary[v] for v in variants if v in summary},
         "wall_seconds": {
             m: float(np.mean([r["wall_seconds"] for r in rs])) for m, rs in runs.items()
         },
-        "epochs": {v: [r.get("epochs") for r in runs[v]] for v in variants},
+        "epochs": {v: [r.get("epochs") for r in runs[v]] for v in variants if v in runs},
         # Defaults are picked on validation, never on test (docs/accuracy.md).
-        "validation": {v: summarize([r["validation"] for r in runs[v]]) for v in variants},
+        "validation": {
+            v: summarize([r["validation"] for r in runs[v]]) for v in variants if v in runs
+        },
     }
     if "default" in variants:
         gaps = np.subtract(summary["default"]["values"], summary["gbm"]["values"])

@@ -210,3 +210,27 @@ def test_a_tree_model_on_the_ray_pool_and_served_over_http(data, trees, ray_sess
         )
     finally:
         serve.shutdown()
+
+
+def test_trees_without_an_input_to_split_on_are_named_and_the_ensemble_keeps_the_network(
+    tmp_path,
+):
+    """Long texts on a small table have neither components nor a target score: nothing for
+    trees to split on."""
+    rng = np.random.default_rng(0)
+    words = np.array([f"w{i}" for i in range(300)])
+    review = [" ".join(rng.choice(words, 80)) for _ in range(600)]  # 70+ distinct words
+    table = pd.DataFrame({"review": review, "good": rng.random(600) < 0.5})
+    table.to_csv(tmp_path / "t.csv", index=False)
+    model = [
+        "model.input_features=[{name:review,type:text}]",
+        "model.output_features=[{name:good,type:binary}]",
+        f"dataset.path={tmp_path / 't.csv'}",
+        "trainer.epochs=1",
+    ]
+    with pytest.raises(UserError, match="model.family=gbm has no input trees can split on"):
+        run_experiment(tmp_path / "gbm", tmp_path / "cache", "model=gbm", *model)
+    run_experiment(tmp_path / "ensemble", tmp_path / "cache", "model=ensemble", *model)
+    saved = json.loads((tmp_path / "ensemble" / "metrics.json").read_text())
+    assert saved["training"]["ensemble_weights"] == {"network": 1.0}
+    assert Predictor.load(tmp_path / "ensemble" / "model").predict(table.head(3)).shape[0] == 3

@@ -359,3 +359,30 @@ def test_failed_trial_is_reported_and_the_sweep_goes_on(tmp_path):
     assert report.loc[1, "status"] == "failed"
     assert "trainer.optimizer=rmsprop is unknown" in report.loc[1, "error"]
     assert "| failed |" in (sweep_dir / "sweep_report.md").read_text()
+
+
+def test_asha_prunes_tree_trials_on_their_boosting_rounds(tmp_path):
+    """model=gbm: the trees report every num_boost_round / trainer.epochs rounds as an epoch
+    to ASHA, which stops the hopeless (a rate that barely moves the scores)."""
+    result, sweep_dir = run_sweep(
+        tmp_path,
+        "model=gbm",
+        "hydra.sweeper.num_samples=4",
+        "hydra.sweeper.seed=1",
+        "trainer.epochs=4",
+        "dataset.synthetic_rows=3000",
+        "model.gbm.num_boost_round=200",
+        "model.gbm.early_stopping_rounds=0",
+        "model.gbm.learning_rate=0.00001,0.2",
+        "sweep.objective=val/loss",
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = pd.read_csv(sweep_dir / "sweep_report.csv")
+    assert len(report) == 4 and set(report["status"]) <= {"completed", "pruned"}
+    pruned = report[report["status"] == "pruned"]
+    assert len(pruned) >= 1 and (pruned["epochs"] < 4).all(), report[["trial", "status", "epochs"]]
+    assert (pruned["param:model.gbm.learning_rate"].astype(float) == 0.00001).all()
+    best = report.iloc[0]
+    assert float(best["param:model.gbm.learning_rate"]) == 0.2 and best["status"] == "completed"
+    for trial in report["trial"]:  # every trial a run with its trees
+        assert (sweep_dir / str(trial) / "model" / "booster.txt").exists()

@@ -35,6 +35,7 @@ from runner.model.layout import Layout
 from runner.scoring.decoding import Decoders, compute_metrics, constant_logits
 from runner.storage import Location
 from runner.training.job import TrainingResult
+from runner.training.reporting import listening, report_epoch, stopped_by_scheduler
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +48,38 @@ def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, tr
     if model.family == "network":
         return fit_network()
     workers = _tree_workers(trainer, backend)
+    layout = Layout.from_meta(meta, model)
     if model.family == "gbm":
+        if not tree_inputs(layout):
+            raise UserError(
+                f"model.family=gbm has no input trees can split on: {_no_tree_inputs(layout)}; "
+                "use model.family=network or ensemble"
+            )
         return fit_trees(splits, meta, model, trainer.settings, workers)
     network = fit_network()
     if network is None:  # under horovodrun, the ranks other than 0
         return None
+    if not tree_inputs(layout):
+        log.info(
+            "ensemble: the network alone (no input trees can split on: %s)", _no_tree_inputs(layout)
+        )
+        alone = EnsembleModel({"network": network.model}, {"network": 1.0}, layout)
+        return replace(network, model=alone, family={"ensemble_weights": {"network": 1.0}})
     trees = fit_trees(splits, meta, model, trainer.settings, workers)
     return combine(network, trees, splits, meta, model)
+
+
+def tree_inputs(layout: Layout) -> int:
+    """The columns trees split on: the numeric ones and the category codes."""
+    return len(layout.numeric) + len(layout.categories)
+
+
+def _no_tree_inputs(layout: Layout) -> str:
+    names = ", ".join(name for name, *_ in layout.texts)
+    return (
+        f"the inputs ({names}) reach trees only as a text's components or target score, and "
+        "these have neither"
+    )
 
 
 def _tree_workers(trainer, backend) -> tuple[int, dict]:
@@ -136,6 +162,7 @@ def fit_trees(
     result.step_seconds = fit_seconds
     result.samples_seen = len(train) * rounds
     result.world_size = count
+    result.stopped_by_scheduler = stopped_by_scheduler()
     result.family = {"gbm_rounds": rounds}
     return result
 
@@ -188,6 +215,8 @@ def _boost(splits, meta, model, trainer, rank: int = 0, size: int = 1, network=N
         valid_names.append("validation")
         if settings.early_stopping_rounds:
             callbacks.append(lgb.early_stopping(settings.early_stopping_rounds, verbose=False))
+        if network is None and listening():  # a sweep's scheduler (ASHA) hears the rounds
+            callbacks.append(_SchedulerReports(layout, meta, validation, settings, trainer))
     started = time.perf_counter()
     booster = lgb.train(
         params,
@@ -198,6 +227,37 @@ def _boost(splits, meta, model, trainer, rank: int = 0, size: int = 1, network=N
         callbacks=callbacks,
     )
     return booster, evals, time.perf_counter() - started
+
+
+class _SchedulerReports:
+    """A LightGBM callback that reports every num_boost_round / trainer.epochs rounds to the
+    sweep's scheduler as one epoch (ASHA's rungs count trainer.epochs), with the validation
+    metrics the objective names; a stop ends boosting at the best round so far."""
+
+    order = 30  # after record_evaluation and early stopping
+
+    def __init__(self, layout, meta, validation: TensorTable, settings, trainer):
+        self.every = max(1, -(-settings.num_boost_round // trainer.epochs))
+        self.epochs = trainer.epochs
+        self.layout, self.decoders = layout, Decoders(meta)
+        self.matrix = feature_matrix(validation.inputs, layout)
+        self.targets = {k: v.numpy() for k, v in validation.targets.items()}
+
+    def __call__(self, env) -> None:
+        import lightgbm as lgb
+
+        done = env.iteration + 1
+        if done % self.every and done != env.end_iteration:
+            return
+        spec = self.layout.outputs[0]
+        z = env.model.predict(self.matrix, raw_score=True, num_iteration=done)
+        z = np.asarray(z, dtype=np.float32).reshape(len(self.matrix), -1)
+        logits = {spec.name: z if spec.type == "category" else z.reshape(-1, 1)}
+        epoch = -(-done // self.every)
+        metrics = compute_metrics(self.layout, self.decoders, logits, self.targets)
+        record = {"epoch": epoch, "train": {}, "validation": metrics}
+        if not report_epoch(record, final=epoch >= self.epochs):
+            raise lgb.callback.EarlyStopException(done - 1, env.evaluation_result_list)
 
 
 def _fit_on_ray(splits, meta, model, trainer, count: int, resources: dict):

@@ -41,6 +41,11 @@ def report_epoch(record: dict, final: bool, forward: Callable | None = None) -> 
     return not _stopped
 
 
+def listening() -> bool:
+    """A scheduler hears this process's epochs (a Tune trial's)."""
+    return _reporter is not None
+
+
 def stopped_by_scheduler() -> bool:
     return _stopped
 
