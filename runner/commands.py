@@ -468,45 +468,14 @@ def _score_raw(run: Run, task):
     return predictor, outcome
 
 
-def kept_column_types(source, columns: tuple[str, ...]) -> dict:
-    """A CSV's kept columns typed as pyarrow reads each whole column (whole numbers, numbers,
-    booleans, times), where every engine reads them as strings; other formats carry types."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
-    from runner.processing.reading import CSV_NULLS
-
-    if source.is_synthetic or source.format != "csv":
-        return {}
-    fs, files = source.files()
-    convert = pacsv.ConvertOptions(
-        include_columns=list(columns),
-        include_missing_columns=True,
-        null_values=CSV_NULLS,
-        strings_can_be_null=True,
-        decimal_point=source.decimal or ".",
-    )
-    types: dict = {}
-    for path in files:
-        with fs.open(path, "rb", compression="infer") as handle:
-            table = pacsv.read_csv(
-                handle,
-                parse_options=pacsv.ParseOptions(delimiter=source.delimiter or ","),
-                convert_options=convert,
-            )
-        for field in table.schema:
-            seen = types.get(field.name)
-            types[field.name] = field.type if seen in (None, field.type, pa.null()) else pa.string()
-    return {name: t for name, t in types.items() if t not in (pa.string(), pa.null())}
-
-
 def command_predict(run: Run) -> dict:
     """The saved model on raw data: partition by partition here, each rank its slice under
     horovodrun, an actor pool on Ray (runner/scoring/dispatch.py)."""
     from runner.scoring.batch import ScoringTask
+    from runner.scoring.kept import kept_column_types
 
     keep = tuple(run.settings.predict.keep_columns)
-    types = kept_column_types(run.source, keep) if keep else {}
+    types = kept_column_types(run.source, keep)
     task = ScoringTask(
         labelled=False, write_predictions=True, keep_columns=keep, keep_types=tuple(types.items())
     )

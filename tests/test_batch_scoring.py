@@ -17,8 +17,8 @@ from runner.scoring.predictor import Predictor
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.distributed]
 TOLERANCE = 1e-6
-KEEP = "predict.keep_columns=[id,code,flag]"
-KEPT_TYPES = ["string", "int64", "bool"]
+KEEP = "predict.keep_columns=[id,code,flag,zip]"
+KEPT_TYPES = ["string", "int64", "bool", "string"]
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +44,7 @@ def trained(tmp_path_factory):
     new["code"] = pd.array(np.arange(len(new)) * 7, dtype="Int64")
     new.loc[3, "code"] = None
     new["flag"] = np.arange(len(new)) % 3 == 0
+    new["zip"] = [f"{i % 1000:05d}" for i in range(len(new))]  # leading zeros: stays a string
     new.to_csv(root / "new.csv", index=False)
     return root, metrics
 
@@ -92,6 +93,7 @@ def local_reference(trained):
     predictions = _predictions(predict_dir)
     assert kept_types(predict_dir) == KEPT_TYPES
     assert predictions["code"].isna().sum() == 1
+    assert predictions["zip"].iloc[5] == "00005"
     return predictions, evaluation["evaluation"]
 
 
@@ -102,7 +104,7 @@ def kept_types(run_dir) -> list[str]:
 
     path = run_dir / "predictions.parquet"
     schema = ds.dataset(path if path.exists() else run_dir / "predictions").schema
-    return [str(schema.field(name).type) for name in ("id", "code", "flag")]
+    return [str(schema.field(name).type) for name in ("id", "code", "flag", "zip")]
 
 
 @pytest.mark.parametrize(

@@ -29,12 +29,12 @@ def data(tmp_path_factory):
     return root
 
 
-def trained(root, name: str, family: str, output: str, *overrides) -> tuple:
+def trained(root, name: str, family: str, output: str, *overrides, backend="local") -> tuple:
     run_dir = root / name
     metrics = run_experiment(
         run_dir,
         root / "cache",
-        "backend=local",
+        f"backend={backend}",
         f"model={family}",
         f"dataset.path={root / 'train.csv'}",
         INPUTS,
@@ -234,3 +234,21 @@ def test_trees_without_an_input_to_split_on_are_named_and_the_ensemble_keeps_the
     saved = json.loads((tmp_path / "ensemble" / "metrics.json").read_text())
     assert saved["training"]["ensemble_weights"] == {"network": 1.0}
     assert Predictor.load(tmp_path / "ensemble" / "model").predict(table.head(3)).shape[0] == 3
+
+
+@pytest.mark.distributed
+def test_trees_train_data_parallel_on_ray_at_the_accuracy_of_one_worker(data, trees, ray_session):
+    _, local = trees["good"]
+    run_dir, metrics = trained(
+        data,
+        "gbm-ray",
+        "gbm",
+        "good",
+        "trainer.num_workers=2",
+        "trainer.resources_per_worker={CPU: 0.5}",
+        backend="ray",
+    )
+    saved = json.loads((run_dir / "metrics.json").read_text())
+    assert saved["training"]["world_size"] == 2 and saved["training"]["gbm_rounds"] >= 1
+    assert abs(metrics["test"]["good/roc_auc"] - local["test"]["good/roc_auc"]) < 0.02
+    assert isinstance(Predictor.load(run_dir / "model").saved.network, TreeModel)

@@ -68,7 +68,7 @@ class Inference:
         width = max(len(d.name) for d in self.decisions)
         drawn = f"; {self.sample}" if self.sample else ""
         lines = [
-            f"features inferred from {self.rows} training rows of {self.source}{drawn} "
+            f"features inferred from {self.rows} rows of {self.source}{drawn} "
             f"(dataset.target={','.join(self.target)}; an explicit model.input_features wins):"
         ]
         for d in self.decisions:
@@ -146,6 +146,8 @@ def infer_source(
                 f"split column '{split['column']}' is not a column of {source.label}; "
                 f"available columns: {', '.join(map(str, sample.columns))}"
             )
+    # The rows the split gives training: by the split column's values, or, for a random split,
+    # a random share of the sample (the sample's rows are not numbered as the table's).
     ids = np.arange(len(sample), dtype=np.int64)
     sample = sample[assign_splits(sample, ids, split) == 0]
     sample = sample.reset_index(drop=True)

@@ -52,13 +52,14 @@ def read_sample(source: DataSource, rows: int) -> Sample:
     sizes = [int(fs.info(f).get("size") or 0) for f in files]
     total = sum(sizes)
     places = _places_per_file(sizes, PLACES)
-    tables, used, head_only = [], 0, []
+    tables, used, head_only, whole = [], 0, [], all(places)
     for path, size, count in zip(files, sizes, places, strict=True):
         if count == 0:
             continue
         want = max(1, round(rows * count / sum(places)))
         with reading_errors(source, path):
-            part, spots = _sample_file(source, fs, path, size, want, count)
+            part, spots, all_rows = _sample_file(source, fs, path, size, want, count)
+        whole = whole and all_rows
         if spots < 0:
             head_only.append(path)
             spots = 1
@@ -77,7 +78,7 @@ def read_sample(source: DataSource, rows: int) -> Sample:
     where = f"{used} place{'s' if used != 1 else ''}"
     files_part = f" in {len(files)} files" if len(files) > 1 else ""
     description = f"{table.num_rows} rows from {where}{files_part} across {_size(total)}"
-    if table.num_rows < rows:  # fewer than asked for: every row there is
+    if whole:  # every file read whole and kept whole: the table itself
         description = f"all {table.num_rows} rows{files_part} ({_size(total)})"
     if head_only:
         description += (
@@ -99,27 +100,30 @@ def _places_per_file(sizes: list[int], places: int) -> list[int]:
 
 
 def _sample_file(source, fs, path, size, rows, places):
-    """(rows of one file, places used); places -1: only its head could be read."""
+    """(rows of one file, places used, whether they are all its rows); places -1: only its
+    head could be read."""
     compressed = path.lower().endswith(COMPRESSIONS)
     if source.format == "parquet":
         return _parquet(fs, path, rows, places)
-    if source.format in ("csv", "json") and not compressed:
+    if source.format in ("csv", "json") and not compressed and size > 0:
         first = fs.cat_file(path, start=0, end=min(size, _PROBE_BYTES))
         if source.format == "csv" or first.lstrip()[:1] != b"[":  # a JSON array: whole
             return _text_ranges(source, fs, path, size, first, rows, places)
-    if source.format in ("csv", "json") and compressed:
-        if size > COMPRESSED_READ_LIMIT:
-            return _stream(source, fs, path, rows, 1), -1
-        return _stream(source, fs, path, rows, places), places
+    if source.format in ("csv", "json"):
+        if compressed and size > COMPRESSED_READ_LIMIT:
+            table, _ = _stream(source, fs, path, rows, 1)
+            return table, -1, False
+        table, whole = _stream(source, fs, path, rows, places)
+        return table, places, whole
     table = read_file(source, fs, path)
-    return _spread_rows(table, rows, places), min(places, max(table.num_rows, 1))
+    return _spread_rows(table, rows, places), places, table.num_rows <= rows
 
 
 def _spread_rows(table: pa.Table, rows: int, places: int) -> pa.Table:
-    """`places` evenly spaced runs of rows of a table already read."""
+    """`places` evenly spaced runs of rows of a table already read (runs that never overlap)."""
     if table.num_rows <= rows:
         return table
-    per = -(-rows // places)
+    per = min(-(-rows // places), table.num_rows // places)
     starts = np.linspace(0, table.num_rows - per, places).astype(int)
     return pa.concat_tables([table.slice(int(s), per) for s in starts])
 
@@ -127,11 +131,15 @@ def _spread_rows(table: pa.Table, rows: int, places: int) -> pa.Table:
 def _parquet(fs, path, rows, places):
     """Runs of rows at evenly spaced row offsets; each read from its own row group by
     batches, so no more than a batch is held beyond the sample."""
-    file = pq.ParquetFile(path, filesystem=fs)
+    with pq.ParquetFile(path, filesystem=fs) as file:
+        return _parquet_runs(file, rows, places)
+
+
+def _parquet_runs(file, rows, places):
     counts = [file.metadata.row_group(i).num_rows for i in range(file.num_row_groups)]
     total = sum(counts)
     if total <= rows:
-        return file.read(), 1
+        return file.read(), 1, True
     per = -(-rows // places)
     offsets = np.linspace(0, total - per, places).astype(int)
     starts = np.concatenate([[0], np.cumsum(counts)])
@@ -148,7 +156,7 @@ def _parquet(fs, path, rows, places):
                 parts.append(batch)
             if end > max(within):
                 break
-    return pa.Table.from_batches(parts), len(parts)
+    return pa.Table.from_batches(parts), len(parts), False
 
 
 def _text_ranges(source, fs, path, size, first: bytes, rows, places):
@@ -160,10 +168,10 @@ def _text_ranges(source, fs, path, size, first: bytes, rows, places):
     per = -(-rows // places)
     span = int(per * width * 1.5) + 4096
     if size <= WHOLE_READ_LIMIT or size <= places * span:  # cheaper read whole
-        table = _stream(source, fs, path, size, 1)
+        table, _ = _stream(source, fs, path, size, places, whole=True)
         if table is None:
-            return None, 0
-        return _spread_rows(table, rows, places), min(places, table.num_rows)
+            return None, 0, True
+        return _spread_rows(table, rows, places), places, table.num_rows <= rows
     names = csv_header(source, fs, path) if source.format == "csv" else None
     parts, used = [], 0
     for offset in np.linspace(0, size - span, places).astype(int):
@@ -180,8 +188,9 @@ def _text_ranges(source, fs, path, size, first: bytes, rows, places):
         parts.append(part.slice(0, per))
         used += 1
     if not parts:
-        return _stream(source, fs, path, rows, 1), 1
-    return pa.concat_tables(parts, promote_options="permissive"), used
+        table, whole = _stream(source, fs, path, rows, 1)
+        return table, 1, whole
+    return pa.concat_tables(parts, promote_options="permissive"), used, False
 
 
 def _parse_lines(source, data: bytes, names, header: bool) -> pa.Table:
@@ -196,17 +205,19 @@ def _parse_lines(source, data: bytes, names, header: bool) -> pa.Table:
     )
 
 
-def _stream(source, fs, path, rows, places) -> pa.Table | None:
-    """Reads a file through from its start, keeping evenly spaced batches (when more than
-    `places` are kept, every other one goes and the stride doubles), then evenly spaced runs of
-    their rows. With places=1 it stops after the head."""
+def _stream(source, fs, path, rows, places, whole: bool = False):
+    """(rows, whether they are all the file's). Reads a file through from its start, keeping
+    evenly spaced batches (when more than `places` are kept, every other one goes and the
+    stride doubles), then evenly spaced runs of their rows. With places=1 it stops after the
+    head; with `whole`, it keeps every batch (a small file)."""
     kept: list[pa.RecordBatch] = []
-    stride, index, have = 1, 0, 0
-    for batch in _batches(source, fs, path):
-        if places == 1:
+    stride, index, have, ended = 1, 0, 0, True
+    for batch in _batches(source, fs, path, head=places == 1 and not whole):
+        if places == 1 or whole:
             kept.append(batch)
             have += batch.num_rows
-            if have >= rows:
+            if have >= rows and not whole:
+                ended = False
                 break
             continue
         if index % stride == 0:
@@ -215,18 +226,22 @@ def _stream(source, fs, path, rows, places) -> pa.Table | None:
                 kept, stride = kept[::2], stride * 2
         index += 1
     if not kept:
-        return None
+        return None, True
     table = pa.Table.from_batches(kept)
-    return table.slice(0, rows) if places == 1 else _spread_rows(table, rows, places)
+    if whole:
+        return table, True
+    if places == 1:
+        return table.slice(0, rows), ended and table.num_rows <= rows
+    return _spread_rows(table, rows, places), stride == 1 and table.num_rows <= rows
 
 
-def _batches(source, fs, path):
+def _batches(source, fs, path, head: bool = False):
+    """The file's rows in batches, from its start. JSON is read whole (pyarrow's streaming
+    JSON reader fixes the types from its first block), except for a head."""
     if source.format == "json":
         import pyarrow.json as pajson
 
-        with fs.open(path, "rb", compression="infer") as handle:
-            array = handle.read(256).lstrip()[:1] == b"["
-        if array:  # a JSON array of records: read whole
+        if not head:
             yield from read_file(source, fs, path).to_batches(max_chunksize=4096)
             return
         with fs.open(path, "rb", compression="infer") as handle:

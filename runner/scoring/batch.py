@@ -78,9 +78,11 @@ def typed_values(values, type_: pa.DataType):
     reading already parsed every one of them that way)."""
     import pyarrow.compute as pc
 
-    strings = pa.array(values, pa.string(), from_pandas=True)
-    if pa.types.is_floating(type_) or pa.types.is_integer(type_):
+    strings = pc.utf8_trim_whitespace(pa.array(values, pa.string(), from_pandas=True))
+    if pa.types.is_floating(type_):
         strings = pc.replace_substring(strings, ",", ".")  # a decimal comma, where the file has it
+    if pa.types.is_boolean(type_):
+        strings = pc.utf8_lower(strings)
     return strings.cast(type_).to_pandas(types_mapper=_nullable)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import shutil
 import tempfile
 import time
@@ -176,7 +175,9 @@ def _boost(splits, meta, model, trainer, rank: int = 0, size: int = 1, network=N
     spec = layout.outputs[0]
     settings = model.gbm
     train = _read(splits, "train", layout, rank, size)
-    validation = _read(splits, "validation", layout, rank, size)
+    # The whole validation split on every worker: the same trees score the same rows, so every
+    # worker's early stopping ends at the same round (stopping apart, they would wait forever).
+    validation = _read(splits, "validation", layout)
     names, categorical = feature_names(layout), categorical_indices(layout)
 
     def dataset(table: TensorTable, reference=None):
@@ -216,7 +217,8 @@ def _boost(splits, meta, model, trainer, rank: int = 0, size: int = 1, network=N
         if settings.early_stopping_rounds:
             callbacks.append(lgb.early_stopping(settings.early_stopping_rounds, verbose=False))
         if network is None and listening():  # a sweep's scheduler (ASHA) hears the rounds
-            callbacks.append(_SchedulerReports(layout, meta, validation, settings, trainer))
+            reports = _SchedulerReports(layout, meta, validation, settings, trainer, evals)
+            callbacks.append(reports)
     started = time.perf_counter()
     booster = lgb.train(
         params,
@@ -234,9 +236,10 @@ class _SchedulerReports:
     sweep's scheduler as one epoch (ASHA's rungs count trainer.epochs), with the validation
     metrics the objective names; a stop ends boosting at the best round so far."""
 
-    order = 30  # after record_evaluation and early stopping
+    order = 31  # after record_evaluation (20) and early stopping (30)
 
-    def __init__(self, layout, meta, validation: TensorTable, settings, trainer):
+    def __init__(self, layout, meta, validation: TensorTable, settings, trainer, evals: dict):
+        self.evals = evals  # record_evaluation's, filled before this runs (order)
         self.every = max(1, -(-settings.num_boost_round // trainer.epochs))
         self.epochs = trainer.epochs
         self.layout, self.decoders = layout, Decoders(meta)
@@ -257,7 +260,11 @@ class _SchedulerReports:
         metrics = compute_metrics(self.layout, self.decoders, logits, self.targets)
         record = {"epoch": epoch, "train": {}, "validation": metrics}
         if not report_epoch(record, final=epoch >= self.epochs):
-            raise lgb.callback.EarlyStopException(done - 1, env.evaluation_result_list)
+            # Stopped: the round of the lowest validation loss so far is kept, as early
+            # stopping keeps its best (0-based, as LightGBM counts them).
+            losses: list = next(iter(self.evals.get("validation", {}).values()), [])
+            best = int(np.argmin(losses)) if losses else env.iteration
+            raise lgb.callback.EarlyStopException(best, env.evaluation_result_list)
 
 
 def _fit_on_ray(splits, meta, model, trainer, count: int, resources: dict):
@@ -268,9 +275,11 @@ def _fit_on_ray(splits, meta, model, trainer, count: int, resources: dict):
     import lightgbm as lgb
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.lightgbm import LightGBMTrainer
+    from ray.util.queue import Queue
 
     out = Path(tempfile.mkdtemp(prefix="trees-"))
-    config = {"splits": splits, "meta": meta, "model": model, "trainer": trainer, "out": str(out)}
+    results = Queue(maxsize=1, actor_options={"num_cpus": 0})  # rank 0's booster, on any node
+    config = {"splits": splits, "meta": meta, "model": model, "trainer": trainer, "out": results}
     try:
         LightGBMTrainer(
             _tree_worker,
@@ -278,13 +287,13 @@ def _fit_on_ray(splits, meta, model, trainer, count: int, resources: dict):
             scaling_config=ScalingConfig(num_workers=count, resources_per_worker=resources or None),
             run_config=RunConfig(
                 name=f"trees-{uuid.uuid4().hex[:8]}",
-                storage_path=str(out / "ray"),
+                storage_path=str(out),
                 failure_config=FailureConfig(max_failures=0),
             ),
         ).fit()
-        with open(out / "result.pkl", "rb") as handle:
-            text, best, evals, seconds = pickle.load(handle)
+        text, best, evals, seconds = results.get(timeout=60)
     finally:
+        results.shutdown()
         shutil.rmtree(out, ignore_errors=True)
     booster = lgb.Booster(model_str=text)  # its trees up to the best round
     booster.best_iteration = best
@@ -302,9 +311,7 @@ def _tree_worker(config: dict) -> None:
         config["splits"], config["meta"], config["model"], config["trainer"], rank, size, network
     )
     if rank == 0:
-        with open(Path(config["out"]) / "result.pkl", "wb") as handle:
-            state = (booster.model_to_string(), booster.best_iteration, evals, seconds)
-            pickle.dump(state, handle)
+        config["out"].put((booster.model_to_string(), booster.best_iteration, evals, seconds))
 
 
 def _result(model, layout, meta, settings, train, validation, evals, best) -> TrainingResult:
