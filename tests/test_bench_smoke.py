@@ -31,7 +31,7 @@ def test_every_figure_is_produced(tmp_path):
     run_bench(
         "suite.py",
         *("--smoke", "--out", str(out), "--work", str(tmp_path / "work")),
-        timeout=1200,
+        timeout=1500,
         env={**__import__("os").environ, "RAY_ADDRESS": ""},
     )
     figures = json.loads((out / "figures.json").read_text())["sections"]
