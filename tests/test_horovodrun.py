@@ -133,7 +133,8 @@ def test_each_rank_scores_its_slice_and_the_answers_equal_the_local_path(tmp_pat
     got = pd.read_parquet(tmp_path / "ranks-predict" / "predictions")
     want = pd.read_parquet(tmp_path / "local-predict" / "predictions.parquet")
     assert list(got.columns) == list(want.columns)
-    assert got["id"].tolist() == want["id"].tolist() == [str(i) for i in range(1001)]  # CSV text
+    # A kept CSV column typed as its whole column reads (whole numbers), on every rank's slice.
+    assert got["id"].tolist() == want["id"].tolist() == list(range(1001))
     for column in want.select_dtypes("number").columns:  # values in raw units: 1e-6 relative
         rtol = 0 if "probability" in column else 1e-6
         np.testing.assert_allclose(got[column], want[column], atol=1e-6, rtol=rtol)
