@@ -31,7 +31,8 @@ def draw(how: str, path: str, rows: int) -> dict:
         count = len(frame)
     else:  # the head sample: the first rows in file order
         fs, files = source.files()
-        count = sampling._stream(source, fs, files[0], rows, 1).num_rows
+        table, _ = sampling._stream(source, fs, files[0], rows, 1)
+        count = table.num_rows
     seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
     return {"seconds": seconds, "peak_memory_mb": peak, "rows": count}
