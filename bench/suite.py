@@ -609,14 +609,17 @@ def main(argv: list[str] | None = None) -> None:
     suite.write()
 
 
+def synthetic_csv(work: Path, rows: int) -> Path:
+    """The synthetic table's CSV of this many rows under work/data, written once."""
+    path = work / "data" / f"synthetic-{rows}.csv"
+    return path if path.exists() else write_csv(rows, path)
+
+
 def prediction_section(suite, work: Path, smoke: bool) -> None:
     from bench.prediction import prediction_figures
 
     sizes = [2000, 20000] if smoke else [1_000_000, 10_000_000]
-    data = {}
-    for rows in sizes:
-        path = work / "data" / f"synthetic-{rows}.csv"
-        data[label(rows)] = path if path.exists() else write_csv(rows, path)
+    data = {label(rows): synthetic_csv(work, rows) for rows in sizes}
     suite.figures["sections"].pop("prediction", None)
     for name, figures in prediction_figures(work, data, measure).items():
         suite.record("prediction", name, figures)
@@ -627,8 +630,7 @@ def families_section(suite, work: Path, smoke: bool) -> None:
     the sections above: 3 epochs), the trees (model=gbm, early-stopped) and their ensemble,
     interleaved twice; the best wall of each counts."""
     rows = 2000 if smoke else 1_000_000
-    path = work / "data" / f"synthetic-{rows}.csv"
-    data = path if path.exists() else write_csv(rows, path)
+    data = synthetic_csv(work, rows)
     suite.figures["sections"].pop("families", None)
     families = {"network": [], "gbm": ["model.family=gbm"], "ensemble": ["model.family=ensemble"]}
     for _ in range(1 if smoke else 2):
@@ -648,10 +650,7 @@ def inference_section(suite, work: Path, smoke: bool) -> None:
     from bench.inference_sample import inference_figures
 
     sizes = [2000, 20000] if smoke else [1_000_000, 10_000_000]
-    data = {}
-    for rows in sizes:
-        path = work / "data" / f"synthetic-{rows}.csv"
-        data[label(rows)] = path if path.exists() else write_csv(rows, path)
+    data = {label(rows): synthetic_csv(work, rows) for rows in sizes}
     suite.figures["sections"].pop("inference", None)
     repeats = 1 if smoke else 3
     for size, figures in inference_figures(data, repeats=repeats).items():
@@ -675,17 +674,15 @@ def results_section(suite, work: Path, smoke: bool) -> None:
 
 def overhead_section(suite, work: Path, smoke: bool) -> None:
     rows = 2000 if smoke else 100_000
-    path = work / "data" / f"synthetic-{rows}.csv"
     suite.figures["sections"].pop("overhead", None)
-    suite.overhead(path if path.exists() else write_csv(rows, path), rows, 1 if smoke else 2)
+    suite.overhead(synthetic_csv(work, rows), rows, 1 if smoke else 2)
 
 
 def ooc_section(suite, work: Path, smoke: bool) -> None:
     """Two sizes: bounded memory means the peak does not grow with the data."""
     suite.figures["sections"].pop("out of core", None)
     for rows in [4000] if smoke else [1_000_000, 10_000_000]:
-        path = work / "data" / f"synthetic-{rows}.csv"
-        suite.out_of_core(path if path.exists() else write_csv(rows, path), rows, 128)
+        suite.out_of_core(synthetic_csv(work, rows), rows, 128)
 
 
 def tune_section(suite, work: Path, smoke: bool) -> None:
