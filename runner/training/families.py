@@ -64,8 +64,9 @@ def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, tr
         )
         alone = EnsembleModel({"network": network.model}, {"network": 1.0}, layout)
         return replace(network, model=alone, family={"ensemble_weights": {"network": 1.0}})
-    trees = fit_trees(splits, meta, model, trainer.settings, workers)
-    return combine(network, trees, splits, meta, model)
+    tables = _read(splits, "train", layout), _read(splits, "validation", layout)
+    trees = fit_trees(splits, meta, model, trainer.settings, workers, tables)
+    return combine(network, trees, tables, meta, model)
 
 
 def tree_inputs(layout: Layout) -> int:
@@ -124,6 +125,7 @@ def fit_trees(
     model: ModelConfig,
     trainer: TrainerConfig,
     workers: tuple[int, dict] = (1, {}),
+    tables: tuple[TensorTable, TensorTable] | None = None,
 ) -> TrainingResult:
     """One booster on the training split, early-stopped on the validation split: here, or
     data-parallel on Ray Train's LightGBMTrainer with `workers` = (count, resources each)."""
@@ -143,7 +145,7 @@ def fit_trees(
         )
         booster, evals, fit_seconds = _fit_on_ray(splits, meta, model, trainer, count, resources)
     else:
-        booster, evals, fit_seconds = _boost(splits, meta, model, trainer)
+        booster, evals, fit_seconds = _boost(splits, meta, model, trainer, tables=tables)
     run = len(next(iter(evals["train"].values())))
     rounds = booster.best_iteration if booster.best_iteration > 0 else run
     log.info(
@@ -154,7 +156,7 @@ def fit_trees(
         model.gbm.early_stopping_rounds,
         fit_seconds,
     )
-    train, validation = _read(splits, "train", layout), _read(splits, "validation", layout)
+    train, validation = tables or tuple(_read(splits, s, layout) for s in ("train", "validation"))
     tree = TreeModel(booster, layout, model.gbm.num_threads)
     result = _result(tree, layout, meta, model, train, validation, evals, rounds)
     result.train_seconds = time.perf_counter() - started
@@ -166,18 +168,21 @@ def fit_trees(
     return result
 
 
-def _boost(splits, meta, model, trainer, rank: int = 0, size: int = 1, network=None):
-    """lightgbm.train on this worker's rows (every size-th from rank): (booster, the losses
-    of each round, seconds). `network`: LightGBM's distributed settings (Ray Train's)."""
+def _boost(splits, meta, model, trainer, rank=0, size=1, network=None, tables=None):
+    """lightgbm.train on this worker's rows (every size-th from rank), or on `tables` (train,
+    validation) already read: (booster, the losses of each round, seconds). `network`:
+    LightGBM's distributed settings (Ray Train's)."""
     import lightgbm as lgb
 
     layout = Layout.from_meta(meta, model)
     spec = layout.outputs[0]
     settings = model.gbm
-    train = _read(splits, "train", layout, rank, size)
     # The whole validation split on every worker: the same trees score the same rows, so every
     # worker's early stopping ends at the same round (stopping apart, they would wait forever).
-    validation = _read(splits, "validation", layout)
+    train, validation = tables or (
+        _read(splits, "train", layout, rank, size),
+        _read(splits, "validation", layout),
+    )
     names, categorical = feature_names(layout), categorical_indices(layout)
 
     def dataset(table: TensorTable, reference=None):
@@ -364,14 +369,14 @@ def _logits(model, layout: Layout, table: TensorTable) -> dict[str, np.ndarray]:
     return score(model, table.chunks(65536), layout).logits
 
 
-def combine(network: TrainingResult, trees: TrainingResult, splits, meta, model) -> TrainingResult:
+def combine(network: TrainingResult, trees: TrainingResult, tables, meta, model) -> TrainingResult:
     """The ensemble: its weights from the members' validation predictions; its metrics from
-    the one scoring path."""
+    the one scoring path. `tables`: the (train, validation) splits, read once for both."""
     layout = Layout.from_meta(meta, model)
     check_tree_outputs(layout, "ensemble")
     spec = layout.outputs[0]
     members = {"network": network.model, "gbm": trees.model}
-    train, validation = _read(splits, "train", layout), _read(splits, "validation", layout)
+    train, validation = tables
     if len(validation):
         predictions = {
             name: to_space(spec, _logits(m, layout, validation)[spec.name])
