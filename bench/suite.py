@@ -134,6 +134,7 @@ def machine_facts() -> dict:
 class Suite:
     def __init__(self, work: Path, out: Path, smoke: bool = False):
         self.work, self.out = work, out
+        self.smoke = smoke
         self.ceiling_steps = 2 if smoke else 60  # steps of each bare loop in parallel_ceiling
         self.scaling_epochs = 2 if smoke else 6  # the first is warm-up, the rest are measured
         self.figures: dict = {"machine": machine_facts(), "sections": {}}
@@ -315,10 +316,15 @@ class Suite:
             data, rows, "local", epochs, heavy[:3] + heavy[4:], section="scaling local"
         )
         figures["local_1"] = local["steady_train_samples_per_second"]
+        # (trainer, environment, worker counts); the smoke run takes each code path once.
         variants = {
-            "horovod": ("horovod", {}),
-            "ddp": ("ddp", {}),
-            "horovod_cycle5": ("horovod", {"HOROVOD_CYCLE_TIME": "5"}),
+            "horovod": ("horovod", {}, (1, 2)),
+            "ddp": ("ddp", {}, (2,) if self.smoke else (1, 2)),
+            "horovod_cycle5": (
+                "horovod",
+                {"HOROVOD_CYCLE_TIME": "5"},
+                () if self.smoke else (1, 2),
+            ),
         }
 
         def steady_rate(
@@ -346,16 +352,18 @@ class Suite:
             report = json.loads((run_dir / "metrics.json").read_text())["training"]
             return report["steady_train_samples_per_second"]
 
-        for variant, (trainer, env) in variants.items():
-            for workers in (1, 2):
+        for variant, (trainer, env, counts) in variants.items():
+            for workers in counts:
                 figures[f"{variant}_{workers}"] = steady_rate(
                     f"scale-{variant}-{workers}", trainer, workers, [], env
                 )
-            figures[f"{variant}_efficiency"] = figures[f"{variant}_2"] / (
-                2 * figures[f"{variant}_1"]
-            )
-            figures[f"{variant}_speedup"] = figures[f"{variant}_2"] / figures[f"{variant}_1"]
-        for trainer in ("horovod", "ddp"):  # fp16 gradient compression, 2 workers, against none
+            if len(counts) == 2:
+                figures[f"{variant}_efficiency"] = figures[f"{variant}_2"] / (
+                    2 * figures[f"{variant}_1"]
+                )
+                figures[f"{variant}_speedup"] = figures[f"{variant}_2"] / figures[f"{variant}_1"]
+        # fp16 gradient compression, 2 workers, against none
+        for trainer in ("horovod",) if self.smoke else ("horovod", "ddp"):
             figures[f"{trainer}_fp16_2"] = steady_rate(
                 f"scale-{trainer}-fp16-2", trainer, 2, ["trainer.compression=fp16"], {}
             )
@@ -408,6 +416,9 @@ class Suite:
             ),
             "two-workers": ("ray", two_workers),
         }
+        if self.smoke:  # each code path once: the arrow runs differ from these by the processor
+            for name in ("arrow", "horovod-arrow", "two-workers"):
+                variants.pop(name)
         best: dict[str, dict] = {}
         with warm_ray() as address:  # `ray start --head` once; these runs attach to it
             variants["two-workers-attached"] = ("ray", [*two_workers, f"backend.address={address}"])
@@ -423,28 +434,26 @@ class Suite:
             "horovod_seconds": horovod["wall_seconds"],
             "ray_vs_local": ratio(ray["wall_seconds"], local["wall_seconds"]),
             "horovod_vs_local": ratio(horovod["wall_seconds"], local["wall_seconds"]),
-            "arrow_seconds": best["arrow"]["wall_seconds"],
-            "arrow_vs_local": ratio(best["arrow"]["wall_seconds"], local["wall_seconds"]),
-            "horovod_arrow_seconds": best["horovod-arrow"]["wall_seconds"],
-            "horovod_arrow_vs_local": ratio(
-                best["horovod-arrow"]["wall_seconds"], local["wall_seconds"]
-            ),
-            "two_workers_seconds": best["two-workers"]["wall_seconds"],
-            "two_workers_vs_local": ratio(
-                best["two-workers"]["wall_seconds"], local["wall_seconds"]
-            ),
-            "two_workers_attached_seconds": best["two-workers-attached"]["wall_seconds"],
-            "two_workers_attached_vs_local": ratio(
-                best["two-workers-attached"]["wall_seconds"], local["wall_seconds"]
-            ),
-            "arrow_first_step_seconds": best["arrow"]["first_step_seconds"],
-            "arrow_ray_start_seconds": best["arrow"]["ray_start_seconds"],
             "local_first_step_seconds": local["first_step_seconds"],
             "ray_first_step_seconds": ray["first_step_seconds"],
             "ray_start_seconds": ray["ray_start_seconds"],
             "local_samples_per_second": local["steady_train_samples_per_second"],
             "ray_samples_per_second": ray["steady_train_samples_per_second"],
         }
+        for name, key in (
+            ("arrow", "arrow"),
+            ("horovod-arrow", "horovod_arrow"),
+            ("two-workers", "two_workers"),
+            ("two-workers-attached", "two_workers_attached"),
+        ):
+            if name in best:
+                figures[f"{key}_seconds"] = best[name]["wall_seconds"]
+                figures[f"{key}_vs_local"] = ratio(
+                    best[name]["wall_seconds"], local["wall_seconds"]
+                )
+        if "arrow" in best:
+            figures["arrow_first_step_seconds"] = best["arrow"]["first_step_seconds"]
+            figures["arrow_ray_start_seconds"] = best["arrow"]["ray_start_seconds"]
         for name in variants:  # the rounds' records: replaced by the summary
             self.figures["sections"].pop(f"overhead {name}", None)
         self.record("overhead", label(rows), figures)
@@ -507,106 +516,84 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated sections to skip: processors,ray,scaling,overhead,ooc,sweeps,tune,"
-        "serving,prediction,inference,families,results,soak",
+        help="comma-separated sections to skip (see SECTIONS)",
     )
     parser.add_argument(
         "--only",
         default="",
-        help="run just these sections (e.g. scaling), keeping the other figures "
-        "of the existing figures.json",
+        help="run just these sections (e.g. scaling,tune), keeping the other figures of the "
+        "existing figures.json",
     )
     args = parser.parse_args(argv)
     sizes = [2000] if args.smoke else [parse_size(s) for s in args.sizes.split(",")]
-    skip = set(filter(None, args.skip.split(",")))
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-"))
     (work / "data").mkdir(parents=True, exist_ok=True)
     suite = Suite(work, Path(args.out), smoke=args.smoke)
     if args.only:
-        only = set(args.only.split(","))
+        chosen = [name for name in args.only.split(",") if name]
+        unknown = sorted(set(chosen) - set(SECTIONS))
+        if unknown:
+            parser.error(f"unknown section(s) {unknown}; choose from {sorted(SECTIONS)}")
         previous = Path(args.out) / "figures.json"
-        if previous.exists():
+        if previous.exists():  # the other sections' figures stay
             suite.figures["sections"] = json.loads(previous.read_text())["sections"]
-        for rows in sizes:
-            data = work / "data" / f"synthetic-{rows}.csv"
-            if not data.exists():
-                write_csv(rows, data)
-            if "scaling" in only:
-                suite.figures["sections"].pop("scaling", None)
-                suite.scaling(data, rows)
-            if "preprocessing" in only:  # pandas: cold build and cache hit, measured together
-                suite.preprocessing(data, rows, "pandas")
-            if "processors" in only:  # every engine, side by side
-                for processor in PROCESSORS:
-                    suite.preprocessing(data, rows, processor)
-        if "overhead" in only:
-            overhead_section(suite, work, args.smoke)
-        if "ooc" in only:
-            ooc_section(suite, work, args.smoke)
-        if "sweeps" in only:
-            from bench.sweeps import sweep_figures
-
-            suite.record("sweeps", "3 trials", sweep_figures(work, smoke=args.smoke))
-        if "tune" in only:
-            tune_section(suite, work, args.smoke)
-        if "serving" in only:
-            serve_section(suite, work, args.smoke)
-        if "prediction" in only:
-            prediction_section(suite, work, args.smoke)
-        if "inference" in only:
-            inference_section(suite, work, args.smoke)
-        if "families" in only:
-            families_section(suite, work, args.smoke)
-        if "results" in only:
-            results_section(suite, work, args.smoke)
-        if "soak" in only:
-            soak_section(suite, work, args.smoke)
-        suite.write()
-        return
+    else:
+        skip = set(filter(None, args.skip.split(",")))
+        chosen = [name for name in SECTIONS if name not in skip]
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    suite.startup()
-    for rows in sizes:
-        data = write_csv(rows, work / "data" / f"synthetic-{rows}.csv")
-        epochs = 3
-        # Floor and local experiment twice each, interleaved; the best of each counts (shared, noisy machines).
-        suite.floor(data, rows, epochs)
-        suite.preprocessing(data, rows, "pandas")
-        if "processors" not in skip and rows <= 10_000_000:
-            for processor in PROCESSORS[1:]:
-                suite.preprocessing(data, rows, processor)
-        if rows <= 1_000_000 or args.smoke:
-            local = suite.experiment(data, rows, "local", epochs)
-            suite.loader_rate(local["cache_entry"], rows)
-            if not args.smoke:
-                suite.floor(data, rows, epochs)
-                suite.experiment(data, rows, "local", epochs)
-        if "ray" not in skip and (rows == 100_000 or args.smoke):
-            suite.experiment(data, rows, "ray", epochs)
-        if "scaling" not in skip and (rows == 100_000 or args.smoke):
-            suite.scaling(data, rows)
-    if "overhead" not in skip:
-        overhead_section(suite, work, args.smoke)
-    if "ooc" not in skip:
-        ooc_section(suite, work, args.smoke)
-    if "sweeps" not in skip:
-        from bench.sweeps import sweep_figures
-
-        suite.record("sweeps", "3 trials", sweep_figures(work, smoke=args.smoke))
-    if "tune" not in skip:
-        tune_section(suite, work, args.smoke)
-    if "serving" not in skip:
-        serve_section(suite, work, args.smoke)
-    if "prediction" not in skip:
-        prediction_section(suite, work, args.smoke)
-    if "inference" not in skip:
-        inference_section(suite, work, args.smoke)
-    if "families" not in skip:
-        families_section(suite, work, args.smoke)
-    if "results" not in skip:
-        results_section(suite, work, args.smoke)
-    if "soak" not in skip:
-        soak_section(suite, work, args.smoke)
+    for name in chosen:
+        started = time.perf_counter()
+        SECTIONS[name](suite, work, sizes, args.smoke)
+        seconds = round(time.perf_counter() - started, 1)
+        suite.figures.setdefault("section_seconds", {})[name] = seconds
+        print(f"[bench] section {name} took {seconds}s", flush=True)
     suite.write()
+
+
+def startup_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
+    suite.startup()
+
+
+def local_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
+    """The floor, pandas preprocessing, the local experiment and the loader; at up to 1M rows
+    floor and experiment run twice, interleaved, and the best of each counts (shared machines)."""
+    for rows in sizes:
+        data = synthetic_csv(work, rows)
+        suite.floor(data, rows, 3)
+        suite.preprocessing(data, rows, "pandas")
+        if rows <= 1_000_000 or smoke:
+            local = suite.experiment(data, rows, "local", 3)
+            suite.loader_rate(local["cache_entry"], rows)
+            if not smoke:
+                suite.floor(data, rows, 3)
+                suite.experiment(data, rows, "local", 3)
+
+
+def processors_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
+    """Every processor's preprocessing, side by side (pandas is the local section's)."""
+    for rows in sizes:
+        if rows <= 10_000_000:
+            for processor in PROCESSORS[1:]:
+                suite.preprocessing(synthetic_csv(work, rows), rows, processor)
+
+
+def ray_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
+    for rows in sizes:
+        if rows == 100_000 or smoke:
+            suite.experiment(synthetic_csv(work, rows), rows, "ray", 3)
+
+
+def scaling_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
+    for rows in sizes:
+        if rows == 100_000 or smoke:
+            suite.figures["sections"].pop("scaling", None)
+            suite.scaling(synthetic_csv(work, rows), rows)
+
+
+def sweeps_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
+    from bench.sweeps import sweep_figures
+
+    suite.record("sweeps", "3 trials", sweep_figures(work, smoke=smoke))
 
 
 def synthetic_csv(work: Path, rows: int) -> Path:
@@ -615,17 +602,17 @@ def synthetic_csv(work: Path, rows: int) -> Path:
     return path if path.exists() else write_csv(rows, path)
 
 
-def prediction_section(suite, work: Path, smoke: bool) -> None:
+def prediction_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     from bench.prediction import prediction_figures
 
-    sizes = [2000, 20000] if smoke else [1_000_000, 10_000_000]
+    sizes = [2000] if smoke else [1_000_000, 10_000_000]
     data = {label(rows): synthetic_csv(work, rows) for rows in sizes}
     suite.figures["sections"].pop("prediction", None)
     for name, figures in prediction_figures(work, data, measure).items():
         suite.record("prediction", name, figures)
 
 
-def families_section(suite, work: Path, smoke: bool) -> None:
+def families_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     """The model families on the same 1M-row table and cache: the network (the experiment of
     the sections above: 3 epochs), the trees (model=gbm, early-stopped) and their ensemble,
     interleaved twice; the best wall of each counts."""
@@ -646,7 +633,7 @@ def families_section(suite, work: Path, smoke: bool) -> None:
     suite.record("families", label(rows), figures)
 
 
-def inference_section(suite, work: Path, smoke: bool) -> None:
+def inference_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     from bench.inference_sample import inference_figures
 
     sizes = [2000, 20000] if smoke else [1_000_000, 10_000_000]
@@ -657,7 +644,7 @@ def inference_section(suite, work: Path, smoke: bool) -> None:
         suite.record("inference", size, figures)
 
 
-def soak_section(suite, work: Path, smoke: bool) -> None:
+def soak_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     from bench.soak import soak_figures
 
     suite.figures["sections"].pop("soak", None)
@@ -665,27 +652,27 @@ def soak_section(suite, work: Path, smoke: bool) -> None:
         suite.record("soak", name, figures)
 
 
-def results_section(suite, work: Path, smoke: bool) -> None:
+def results_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     from bench.results_cost import results_figures
 
     suite.figures["sections"].pop("results", None)
     suite.record("results", "default experiment", results_figures(work, measure, smoke))
 
 
-def overhead_section(suite, work: Path, smoke: bool) -> None:
+def overhead_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     rows = 2000 if smoke else 100_000
     suite.figures["sections"].pop("overhead", None)
     suite.overhead(synthetic_csv(work, rows), rows, 1 if smoke else 2)
 
 
-def ooc_section(suite, work: Path, smoke: bool) -> None:
+def ooc_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     """Two sizes: bounded memory means the peak does not grow with the data."""
     suite.figures["sections"].pop("out of core", None)
     for rows in [4000] if smoke else [1_000_000, 10_000_000]:
         suite.out_of_core(synthetic_csv(work, rows), rows, 128)
 
 
-def tune_section(suite, work: Path, smoke: bool) -> None:
+def tune_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     from bench.tune_sweeps import tune_figures
 
     suite.figures["sections"].pop("tune", None)
@@ -693,12 +680,32 @@ def tune_section(suite, work: Path, smoke: bool) -> None:
     suite.record("tune", f"{figures['trials']} trials", figures)
 
 
-def serve_section(suite, work: Path, smoke: bool) -> None:
+def serve_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     from bench.serving import serving_figures
 
     suite.figures["sections"].pop("serving", None)
     for name, figures in serving_figures(work, smoke=smoke).items():
         suite.record("serving", name, figures)
+
+
+# Every section in the order a whole run takes them; --only and --skip name them.
+SECTIONS = {
+    "startup": startup_section,
+    "local": local_section,
+    "processors": processors_section,
+    "ray": ray_section,
+    "scaling": scaling_section,
+    "overhead": overhead_section,
+    "ooc": ooc_section,
+    "sweeps": sweeps_section,
+    "tune": tune_section,
+    "serving": serve_section,
+    "prediction": prediction_section,
+    "inference": inference_section,
+    "families": families_section,
+    "results": results_section,
+    "soak": soak_section,
+}
 
 
 if __name__ == "__main__":

@@ -26,13 +26,13 @@ def run_bench(script: str, *args: str, timeout: int = 900, env: dict | None = No
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
-@pytest.mark.timeout(1600)  # the bench's own limit (1500 s) goes first
+@pytest.mark.timeout(1300)  # the bench's own limit (1200 s) goes first
 def test_every_figure_is_produced(tmp_path):
     out = tmp_path / "results"
     run_bench(
         "suite.py",
         *("--smoke", "--out", str(out), "--work", str(tmp_path / "work")),
-        timeout=1500,
+        timeout=1200,
         env={**__import__("os").environ, "RAY_ADDRESS": ""},
     )
     figures = json.loads((out / "figures.json").read_text())["sections"]
@@ -63,30 +63,22 @@ def test_every_figure_is_produced(tmp_path):
         assert pre["rows_per_second"] > 0 and pre["cache_hit_seconds"] is not None
     assert figures["experiment local"][size]["first_step_seconds"] > 0
     assert figures["loader local"][size]["batches_per_second"] > 0
-    for key in (
-        "horovod_1",
-        "horovod_2",
-        "ddp_1",
-        "ddp_2",
-        "local_1",
-        "ceiling",
-        "ceiling_after",
-        "horovod_fp16_2",
-        "ddp_fp16_2",
-    ):
+    # The smoke run takes each code path once (horovod at 1 and 2 workers, ddp at 2, fp16 on
+    # horovod); `nox -s bench` measures every variant.
+    for key in ("horovod_1", "horovod_2", "ddp_2", "local_1", "ceiling", "ceiling_after"):
         assert figures["scaling"][size][key] > 0
+    assert figures["scaling"][size]["horovod_fp16_2"] > 0
     over = figures["overhead"][size]
-    assert over["ray_vs_local"] > 0 and over["horovod_vs_local"] > 0 and over["arrow_vs_local"] > 0
+    assert over["ray_vs_local"] > 0 and over["horovod_vs_local"] > 0
     assert over["ray_start_seconds"] > 0 and over["ray_first_step_seconds"] > 0
-    assert over["ray_samples_per_second"] > 0
-    assert over["two_workers_vs_local"] > 0 and over["two_workers_attached_vs_local"] > 0
+    assert over["ray_samples_per_second"] > 0 and over["two_workers_attached_vs_local"] > 0
     assert figures["out of core"]["4k"]["peak_memory_mb"] > 0
     assert figures["sweeps"]["3 trials"]["ray_seconds"] > 0
     assert figures["sweeps"]["3 trials"]["ray_attached_seconds"] > 0
     assert figures["sweeps"]["3 trials"]["ray_attached_fresh_seconds"] > 0
     tune = figures["tune"]["2 trials"]
     assert tune["asha"]["seconds"] > 0 and tune["none"]["epochs_trained"] == 4
-    for replicas in (f"{n} replica(s){i}" for n in (1, 2) for i in ("", ", proxy")):
+    for replicas in ("1 replica(s)", "2 replica(s)", "1 replica(s), proxy"):
         assert figures["serving"][replicas]["single_row_p99_ms"] > 0
         assert figures["serving"][replicas]["batch_rows_per_second"] > 0
         serving = figures["serving"][replicas]
@@ -116,7 +108,6 @@ def test_every_figure_is_produced(tmp_path):
         "out-of-core peak memory",
         "one trainer vs local: wall",
         "2 Horovod workers vs local: wall",
-        "one trainer with processor=arrow vs local: wall",
         "first training step, forced distributed path minus local",
         "Ray Data loader vs local loader",
         "arrow on Ray (without Ray's start) vs pandas",
