@@ -250,6 +250,9 @@ def _kill_session(process: subprocess.Popen) -> None:
     os.killpg(process.pid, signal.SIGKILL)
 
 
+RESUME_EPOCHS = 20
+
+
 def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
     sweep_dir = tmp_path / "sweep"
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -262,9 +265,9 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
             "hydra.sweeper.num_samples=1",
             "hydra.sweeper.scheduler=none",
             "hydra.sweeper.max_concurrent=1",
-            "trainer.epochs=40",
+            f"trainer.epochs={RESUME_EPOCHS}",
             "trainer.early_stopping.patience=100",
-            "dataset.synthetic_rows=20000",
+            "dataset.synthetic_rows=5000",  # epochs of about 0.3 s: the kill lands mid-trial
             "trainer.learning_rate=0.03,0.01,0.02",
             "sweep.objective=val/roc_auc",
             "logger=mlflow",
@@ -305,7 +308,7 @@ def test_killed_driver_resumes_without_rerunning_finished_trials(tmp_path):
     assert _files(sweep_dir / "0") == finished  # not rerun: not one file touched
     report = pd.read_csv(sweep_dir / "sweep_report.csv").set_index("trial")
     assert sorted(report.index) == [0, 1, 2]
-    assert (report["status"] == "completed").all() and (report["epochs"] == 40).all()
+    assert (report["status"] == "completed").all() and (report["epochs"] == RESUME_EPOCHS).all()
     training = json.loads((interrupted / "metrics.json").read_text())["training"]
     assert training["resumed_at_epoch"] >= 1  # went on from its checkpoint
     assert "resumed from" in (interrupted / "run.log").read_text()
