@@ -25,7 +25,7 @@ from runner.reports.figures import FigureQueue
 
 if TYPE_CHECKING:  # imported where used: logger=mlflow's process starts before torch loads
     from runner.assembly import Plan, Run
-    from runner.processing.features import FeatureSet
+    from runner.processing.features.feature_set import FeatureSet
     from runner.processing.pipeline import Preprocessed
 
 log = logging.getLogger(__name__)
@@ -129,12 +129,14 @@ def _share_run_dir(plan: Plan) -> None:
 
 
 def _features(run: Run) -> FeatureSet:
-    from runner.processing.features import FeatureSet
+    from runner.processing.features.feature_set import FeatureSet
+    from runner.processing.features.registry import feature_type
 
     model = cast(dict, OmegaConf.to_container(run.cfg.model, resolve=True))
     if run.source.decimal == ",":  # the file's decimal commas, for the numbers not told
         for feature in [*model["input_features"], *model["output_features"]]:
-            if feature["type"] == "number":
+            kind = feature_type(feature["type"])
+            if kind is not None and kind.numeric:
                 options = feature.get("preprocessing") or {}
                 feature["preprocessing"] = {"decimal": ",", **options}
     return FeatureSet(model["input_features"], model["output_features"])
@@ -416,19 +418,9 @@ def _majority_baseline(predictor, meta: dict, stats: list[dict]) -> dict[str, fl
     merged = merge_metrics(predictor.layout, stats)
     baseline = {}
     for spec in predictor.layout.outputs:
-        counts = merged[spec.name]
-        if spec.type == "binary":
-            positive = len(counts["positive_scores"]) / counts["n"]
-            mode = meta["features"][spec.name]["stats"]["mode"]
-            baseline[f"{spec.name}/accuracy"] = positive if mode else 1.0 - positive
-        elif spec.type == "category":  # the vocabulary is frequency-ranked: class 0
-            baseline[f"{spec.name}/accuracy"] = float(counts["confusion"][0].sum()) / counts["n"]
-        elif spec.type == "number" and counts["n"]:
-            n, spread = counts["n"], counts["target_m2"]
-            offset = counts["target_mean"] - meta["features"][spec.name]["stats"]["mean"]
-            squared_error = spread + n * offset**2  # of the training mean, over these rows
-            baseline[f"{spec.name}/mse"] = squared_error / n
-            baseline[f"{spec.name}/r2"] = 1.0 - squared_error / spread if spread > 0 else 0.0
+        stats = meta["features"][spec.name]["stats"]
+        found = spec.head.majority_baseline(spec, merged[spec.name], stats)
+        baseline.update({f"{spec.name}/{metric}": value for metric, value in found.items()})
     return baseline
 
 

@@ -16,7 +16,6 @@ from omegaconf import OmegaConf
 
 from runner.model.layout import Layout
 from runner.redact import redact
-from runner.scoring.metrics import METRICS
 from runner.storage import write_text_atomic
 
 
@@ -46,7 +45,7 @@ def save_model(model_dir: Path, model, meta: dict, cfg) -> None:
 
 def main_metric(layout: Layout) -> str:
     spec = layout.outputs[0]
-    return f"{spec.name}/{METRICS[spec.type][0]}"
+    return f"{spec.name}/{spec.head.metrics[0]}"
 
 
 def format_summary(

@@ -14,7 +14,7 @@ from helpers import MIXED_MODEL, error_lines, free_port, mixed_table, run_cli, r
 from runner import Predictor
 from runner.errors import UserError
 from runner.model.artifact import SavedModel
-from runner.model.ensemble import EnsembleModel, loss, to_space
+from runner.model.ensemble import EnsembleModel
 from runner.model.gbm import TreeModel
 
 INPUTS = MIXED_MODEL[0]
@@ -151,7 +151,8 @@ def test_the_ensemble_is_weighted_on_validation_and_no_worse_than_a_member(data)
             SavedModel(model, predictor.layout, predictor.saved.meta, predictor.saved.settings)
         )
         scored = alone.score_processed(validation, with_targets=True)
-        losses[name] = loss(spec, to_space(spec, scored.logits["good"]), scored.targets["good"])
+        averaged = spec.head.to_space(scored.logits["good"])
+        losses[name] = spec.head.selection_loss(averaged, scored.targets["good"])
     assert losses["ensemble"] <= min(losses["network"], losses["gbm"]) + 1e-9
 
 

@@ -6,16 +6,15 @@ import pytest
 from sklearn import metrics as skm
 
 from runner.errors import UserError
-from runner.processing.features import (
+from runner.processing.columns import date_columns
+from runner.processing.features.base import as_strings, numbers_from_text
+from runner.processing.features.feature_set import (
     FeatureSet,
-    as_strings,
-    build_feature,
     combine_partials,
-    date_columns,
     fit_partial,
-    numbers_from_text,
     transform_frame,
 )
+from runner.processing.features.registry import build_feature
 from runner.processing.split import assign_splits
 from runner.scoring.metrics import finish, macro_f1, merge, output_metrics, partial, roc_auc
 
@@ -265,7 +264,8 @@ def test_text_components_fitted_on_the_shared_sample_whatever_the_partitioning()
     training sample: the same statistics however the rows are partitioned (a basis fitted on
     the same sample, in the same order), two topics that share no word apart on the first
     component, and a text of unseen words exactly where an empty or missing one is."""
-    from runner.processing.features import automatic_choices, component_columns
+    from runner.processing.columns import component_columns
+    from runner.processing.features.feature_set import automatic_choices
 
     options = {"ngrams": 1, "components": 64}
     f = build_feature({"name": "t", "type": "text", "preprocessing": options}, "input")
@@ -295,7 +295,7 @@ def test_text_components_fitted_on_the_shared_sample_whatever_the_partitioning()
 def test_text_components_auto_by_the_training_rows_with_the_reason_stored():
     """`auto` (the default): 64 components (at most terms - 1) from 30000 training rows up (fitted
     on the 20000-row sample), none below; either way the reason is stored and logged."""
-    from runner.processing.features import automatic_choices
+    from runner.processing.features.feature_set import automatic_choices
 
     f = build_feature({"name": "t", "type": "text", "preprocessing": {"ngrams": 1}}, "input")
     small = fit(f, _topic_rows(400))
@@ -387,7 +387,8 @@ def test_text_target_score_is_out_of_fold_for_training_rows_and_partition_indepe
     every other row with all of them; words never seen in training score as an empty text."""
     from helpers import assert_close
 
-    from runner.processing.features import automatic_choices, text_score
+    from runner.processing.features import text_score
+    from runner.processing.features.feature_set import automatic_choices
 
     features = _title_features()
     frame = _scored_titles(3000)
@@ -443,7 +444,7 @@ def test_text_target_score_for_binary_targets_and_where_it_is_off():
     for features in (_title_features("category"), _title_features("binary", target_score=False)):
         assert "score" not in _fit_set(features, frame, 1)["t"]
     # Long texts (more than 32 distinct words per row on average): none under auto, and why.
-    from runner.processing.features import automatic_choices
+    from runner.processing.features.feature_set import automatic_choices
 
     long = frame.assign(t=[" ".join(f"x{(i * 7 + j) % 90}" for j in range(40)) for i in range(600)])
     stats = _fit_set(_title_features("binary"), long, 1)["t"]
@@ -941,7 +942,7 @@ def test_vocabulary_counts_stay_bounded_and_keep_the_frequent_values():
 def test_class_labels_come_back_as_the_values_they_were():
     """Predicted and true labels: true/false as booleans, plain whole numbers as integers (a
     0/1 or 1-5 target), anything else (codes with a leading zero, words, decimals) as strings."""
-    from runner.scoring.decoding import typed_labels
+    from runner.processing.features.model_side.base import typed_labels
 
     assert typed_labels(["False", "True"]).tolist() == [False, True]
     assert typed_labels(["false", "true"]).dtype == bool

@@ -27,7 +27,7 @@ from runner.backends.ray import RayBackend
 from runner.commands import run_command
 from runner.config import DatasetConfig, check_config
 from runner.errors import UserError
-from runner.processing.features import FeatureSet
+from runner.processing.features.feature_set import FeatureSet
 from runner.processing.pipeline import Preprocessed, preprocess
 from runner.processing.source import DataSource
 from runner.storage import Location

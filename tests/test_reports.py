@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from helpers import FAST, MIXED_MODEL, mixed_table, run_cli, run_experiment
 
+from runner.processing.features.model_side.number import PAIRS_KEPT
 from runner.reports.evaluation import binary_curves, per_class_f1
 from runner.reports.importance import feature_columns, permutation_importance
 from runner.scoring import metrics
@@ -130,7 +131,7 @@ def test_number_statistics_keep_a_spread_sample_of_pairs():
     z = np.arange(12000, dtype=np.float64)
     parts = [metrics.partial("number", z[i::3], z[i::3] + 1) for i in range(3)]
     merged = metrics.merge("number", parts)
-    assert merged["pairs"].shape == (2, metrics.PAIRS_KEPT)
+    assert merged["pairs"].shape == (2, PAIRS_KEPT)
     np.testing.assert_allclose(merged["pairs"][1] - merged["pairs"][0], 1.0)
 
 

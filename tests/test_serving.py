@@ -138,7 +138,7 @@ def test_export_gives_the_models_outputs(model):
     import torch
 
     from runner.loading.tensors import TensorTable
-    from runner.processing.features import transform_frame
+    from runner.processing.features.feature_set import transform_frame
 
     run_experiment(
         model["work"] / "export",

@@ -117,19 +117,11 @@ class TensorTable:
         targets = {}
         if with_targets:
             for spec in layout.outputs:
-                if spec.type == "set":
-                    targets[spec.name] = torch.from_numpy(
-                        _multi_hot(table.column(spec.name), spec.size)
-                    )
-                    continue
-                dtype = (
-                    np.int64
-                    if spec.type == "category"
-                    else np.float64
-                    if exact and spec.type == "number"
-                    else np.float32
+                targets[spec.name] = torch.from_numpy(
+                    _multi_hot(table.column(spec.name), spec.size)
+                    if spec.head.multi_hot
+                    else _column(table, spec.name, spec.head.target_dtype(exact))
                 )
-                targets[spec.name] = torch.from_numpy(_column(table, spec.name, dtype))
         row_ids = (
             torch.from_numpy(_column(table, ROW_ID, np.int64))
             if ROW_ID in table.column_names

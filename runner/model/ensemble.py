@@ -17,40 +17,6 @@ from runner.model.layout import Layout, OutputSpec
 WEIGHTS_FILE = "ensemble.json"
 MEMBERS_DIR = "members"
 SELECTION_ROUNDS = 25
-_EPS = 1e-7
-
-
-def to_space(spec: OutputSpec, logits: np.ndarray) -> np.ndarray:
-    """A member's logits where they are averaged: probabilities, or the number itself."""
-    z = logits.astype(np.float64)
-    if spec.type == "binary":
-        return 1.0 / (1.0 + np.exp(-z))
-    if spec.type == "category":
-        z = z - z.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        return e / e.sum(axis=1, keepdims=True)
-    return z
-
-
-def to_logits(spec: OutputSpec, averaged: np.ndarray) -> np.ndarray:
-    if spec.type == "binary":
-        p = np.clip(averaged, _EPS, 1 - _EPS)
-        return np.log(p / (1 - p))
-    if spec.type == "category":
-        return np.log(np.clip(averaged, _EPS, None))
-    return averaged
-
-
-def loss(spec: OutputSpec, averaged: np.ndarray, target: np.ndarray) -> float:
-    """The validation loss the selection lowers: log loss, or squared error in target units."""
-    if spec.type == "binary":
-        p = np.clip(averaged.reshape(-1), _EPS, 1 - _EPS)
-        y = target.reshape(-1)
-        return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
-    if spec.type == "category":
-        rows = np.arange(len(target))
-        return float(-np.mean(np.log(np.clip(averaged[rows, target.astype(int)], _EPS, None))))
-    return float(np.mean((averaged.reshape(-1) - target.reshape(-1)) ** 2))
 
 
 def select_weights(
@@ -65,7 +31,9 @@ def select_weights(
     rounds: list[dict] = []
     for step in range(1, SELECTION_ROUNDS + 1):
         scored = {
-            n: loss(spec, (members[n] if total is None else total + members[n]) / step, target)
+            n: spec.head.selection_loss(
+                (members[n] if total is None else total + members[n]) / step, target
+            )
             for n in names
         }
         best = min(names, key=lambda n: (scored[n], names.index(n)))
@@ -92,11 +60,11 @@ class EnsembleModel:
         combined = {}
         for spec in self.layout.outputs:
             averaged = sum(
-                self.weights[name] * to_space(spec, out[spec.name].float().numpy())
+                self.weights[name] * spec.head.to_space(out[spec.name].float().numpy())
                 for name, out in outputs.items()
             )
             combined[spec.name] = torch.from_numpy(
-                to_logits(spec, np.asarray(averaged)).astype(np.float32)
+                spec.head.to_logits(np.asarray(averaged)).astype(np.float32)
             )
         return combined
 

@@ -60,7 +60,7 @@ class TreeModel:
             matrix, raw_score=True, num_iteration=best if best > 0 else None, **options
         )
         z = np.asarray(z, dtype=np.float32).reshape(len(matrix), -1)
-        return {spec.name: z if spec.type == "category" else z.reshape(-1, 1)}
+        return {spec.name: z}  # [rows, logits per row]
 
 
 class GBMFamily:

@@ -10,16 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from runner.config import ModelConfig
-from runner.processing.columns import (
-    FIRST_TOKEN_ID,
-    component_columns,
-    components_of,
-    date_columns,
-    missing_column,
-    score_column,
-    text_table_size,
-    vector_columns,
-)
+from runner.processing.features.model_side import ModelSide, model_side
 
 # The input groups of a batch (what the loader builds and the network reads).
 NUMERIC = "numeric"
@@ -36,6 +27,11 @@ class OutputSpec:
     type: str
     size: int  # logits per row
     labels: list[str] = field(default_factory=list)  # class labels (binary: [negative, positive])
+
+    @property
+    def head(self) -> ModelSide:
+        """What the output's type means to the model: loss, metrics, decoding (heads/)."""
+        return model_side(self.type)
 
 
 @dataclass
@@ -60,49 +56,24 @@ class Layout:
         counts: dict[str, list[int] | None] = {}
         for name in meta["input_features"]:
             info = meta["features"][name]
-            embedding = model.embedding_of(name, category=info["type"] == "category")
-            if info["type"] in ("number", "binary"):
-                numeric.append(name)
-                edges.append(list(info["stats"].get("bin_edges", [])))
-                if info["stats"].get("missing_flag"):
-                    numeric.append(missing_column(name))
-                    edges.append([])
-            elif info["type"] in ("date", "vector"):  # several numeric columns, no bins
-                columns = (
-                    date_columns(name)
-                    if info["type"] == "date"
-                    else vector_columns(name, info["stats"]["length"])
-                )
-                numeric.extend(columns)
-                edges.extend([] for _ in columns)
-            elif info["type"] == "category":
-                categories.append((name, len(info["stats"]["vocab"]) + 1, embedding))
-            elif info["type"] == "text":
-                texts.append((name, text_table_size(info["stats"]), embedding))
-                # Its TF-IDF components join the numbers (z-scored already; no bins).
-                columns = component_columns(name, components_of(info["stats"]))
-                numeric.extend(columns)
-                edges.extend([] for _ in columns)
-                if "score" in info["stats"]:  # its target score: a number with its bins
-                    numeric.append(score_column(name))
-                    edges.append(list(info["stats"]["score"]["bin_edges"]))
-                if "vocab" in info["stats"]:
-                    unknown.append(name)
-                    counts[name] = info["stats"].get("vocab_counts")
-            elif info["type"] == "set":  # ids 0 (padding) and 1 (unseen) before the vocabulary
-                texts.append((name, len(info["stats"]["vocab"]) + FIRST_TOKEN_ID, embedding))
+            columns = model_side(info["type"]).input_columns(name, info["stats"])
+            for column, column_edges in columns.numeric:
+                numeric.append(column)
+                edges.append(column_edges)
+            if columns.category_ids is not None:
+                embedding = model.embedding_of(name, category=True)
+                categories.append((name, columns.category_ids, embedding))
+            if columns.token_ids is not None:
+                embedding = model.embedding_of(name, category=False)
+                texts.append((name, columns.token_ids, embedding))
+            if columns.unknown_token:
+                unknown.append(name)
+                counts[name] = columns.token_counts
         for name in meta["output_features"]:
             info = meta["features"][name]
-            stats = info["stats"]
-            if info["type"] == "binary":
-                outputs.append(OutputSpec(name, "binary", 1, stats["labels"]))
-            elif info["type"] == "category":
-                outputs.append(
-                    OutputSpec(name, "category", len(stats["vocab"]), list(stats["vocab"]))
-                )
-            elif info["type"] == "set":  # multi-label: one logit per member
-                outputs.append(OutputSpec(name, "set", len(stats["vocab"]), list(stats["vocab"])))
-            else:
-                outputs.append(OutputSpec(name, "number", 1))
+            head = model_side(info["type"])
+            outputs.append(
+                OutputSpec(name, info["type"], head.size(info["stats"]), head.labels(info["stats"]))
+            )
         train_rows = meta.get("rows", {}).get("train")
         return cls(numeric, categories, texts, outputs, unknown, edges, counts, train_rows)

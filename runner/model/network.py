@@ -9,13 +9,12 @@ them through self-attention; Gorishniy et al., 2021).
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
 from runner.config import ModelConfig
 from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
+from runner.processing.features.model_side import model_side
 
 
 class TextEncoder(nn.Module):
@@ -170,16 +169,9 @@ class MemberHeads(nn.Module):
 
 def mean_of_members(kind: str, logits: torch.Tensor) -> torch.Tensor:
     """The ensemble's prediction from its members' logits [rows, k, size], as logits [rows,
-    size]: the mean of the members' probabilities (binary, set: per logit; category: over the
-    classes) or of their values (number), as TabM averages its members."""
-    members = logits.shape[1]
-    if kind in ("binary", "set"):  # logit of the mean probability, without overflow
-        log_p = torch.nn.functional.logsigmoid(logits).logsumexp(dim=1)
-        log_q = torch.nn.functional.logsigmoid(-logits).logsumexp(dim=1)
-        return log_p - log_q
-    if kind == "category":
-        return torch.log_softmax(logits, dim=2).logsumexp(dim=1) - math.log(members)
-    return logits.mean(dim=1)
+    size]: the mean of the members' probabilities or values, as TabM averages its members
+    (each output type's head says which)."""
+    return model_side(kind).mean_of_members(logits)
 
 
 def ensemble_prediction(layout: Layout, logits: dict[str, torch.Tensor]) -> dict:

@@ -27,7 +27,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 
-from runner.processing.features import PREPROCESSING_VERSION
+from runner.processing.features.base import PREPROCESSING_VERSION
 from runner.storage import Location, check_bucket
 
 log = logging.getLogger(__name__)

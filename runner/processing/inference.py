@@ -10,47 +10,18 @@ file order), not the processor.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from runner.overrides import closest_choice
-from runner.processing.features import numbers_from_text
+from runner.processing.features import binary, category, date, number, sets, text, vector
+from runner.processing.features.registry import feature_type
+from runner.processing.features.sampled_column import ID_SHARE, Inferred, SampledColumn
 
-# A target of integers with at most this many distinct values is a class label (a rating, a
-# grade): classification; above it, regression. Integer inputs stay numbers (counts and scales
-# keep their order; the piecewise-linear encoder still bins them).
-MAX_INTEGER_CODES = 10
-# Distinct values per row above which a column of single words is an ID (keys, UUIDs).
-ID_SHARE = 0.95
-# A column of strings whose values average at least this many words is free text.
-TEXT_WORDS = 3.0
-# A string column with more distinct values than this share of the rows, made of several
-# words, is text rather than a category.
-TEXT_SHARE = 0.5
-SET_DELIMITERS = ("|", ";", ",")
 BUILT_IN_TARGET = "label"  # conf/dataset/synthetic.yaml's: kept when only dataset.path is set
-# A column of numbers with a few words among them ('n/a', 'unknown', '?') is a number column
-# whose words stand for missing values: up to this many distinct words, in up to this share.
-MAX_MISSING_MARKERS = 3
-MISSING_MARKER_SHARE = 0.1
-_BOOLEAN_WORDS = {"true", "false", "t", "f"}
-DATE_SHARE = 0.95  # of non-empty values that must parse as dates
-_NUMBER_LIST = re.compile(r"^\s*[\[(]?\s*-?\d[\d.eE+-]*(\s*[,\s]\s*-?\d[\d.eE+-]*)+\s*[\])]?\s*$")
-
-
-@dataclass(frozen=True)
-class Inferred:
-    name: str
-    type: str | None  # None: left out
-    reason: str
-    preprocessing: dict | None = None  # options the data called for (a number's missing_values)
-
-    @property
-    def kept(self) -> bool:
-        return self.type is not None
 
 
 @dataclass
@@ -221,9 +192,11 @@ def infer_types(
 
 
 def infer_column(column: pd.Series, as_target: bool = False, decimal: str = ".") -> Inferred:
-    inferred = _infer_column(column, as_target, decimal)
+    inferred = _decide(SampledColumn(column, as_target, decimal))
     written = column.dtype == object and column.astype(str).str.contains(",", regex=False).any()
-    if decimal == "," and inferred.type == "number" and written:
+    kind = feature_type(inferred.type) if inferred.type is not None else None
+    numeric = kind is not None and kind.numeric
+    if decimal == "," and numeric and written:
         # Its numbers are read with the file's decimal comma wherever it is preprocessed.
         options = {**(inferred.preprocessing or {}), "decimal": ","}
         return replace(
@@ -232,146 +205,54 @@ def infer_column(column: pd.Series, as_target: bool = False, decimal: str = ".")
     return inferred
 
 
-def _infer_column(column: pd.Series, as_target: bool, decimal: str) -> Inferred:
-    name = str(column.name)
-    present = column.dropna()
-    if present.dtype == object:
-        present = present[present.map(lambda v: not (isinstance(v, str) and not v.strip()))]
-    if present.empty:
-        return Inferred(name, None, "empty: no values in the sample")
-    distinct = _distinct(present)
-    if distinct == 1:
-        first = present.iloc[0]
+def _decide(column: SampledColumn) -> Inferred:
+    """Left out when empty or constant; else the first rule that decides (RULES)."""
+    if column.present.empty:
+        return column.decided(None, "empty: no values in the sample")
+    if column.distinct == 1:
+        first = column.present.iloc[0]
         first = first.item() if isinstance(first, np.generic) else first
-        return Inferred(name, None, f"constant: every value is {first!r}")
-    if distinct == 2:
-        if as_target:
-            return Inferred(name, "binary", "two distinct values")
-        text = present.astype(str).str.strip()
-        # Booleans, typed or written out (a CSV's True/False), whatever the format.
-        if pd.api.types.is_bool_dtype(present) or set(text.str.lower()) <= _BOOLEAN_WORDS:
-            return Inferred(name, "binary", "true/false values")
-        # As an input, two numbers or two strings are a number or a category, not a binary
-        # flag: on the accuracy suite the flag's single 0/1 column trailed both
-        # (docs/accuracy.md).
-        if pd.api.types.is_numeric_dtype(present) or numbers_from_text(text, decimal).notna().all():
-            return Inferred(name, "number", "two distinct numbers (a 0/1 flag)")
-        return Inferred(name, "category", "two distinct values")
-    if pd.api.types.is_datetime64_any_dtype(present):
-        return Inferred(name, "date", "a date/time column")
-    if pd.api.types.is_numeric_dtype(present):  # booleans have two values: decided above
-        return _numeric(name, present, distinct, len(column), as_target)
-    if _is_list_column(present):
-        return Inferred(name, "vector", "lists of numbers")
-    text = present.astype(str).str.strip()
-    numbers = numbers_from_text(text, decimal)
-    if numbers.notna().all():
-        return _numeric(name, numbers, distinct, len(column), as_target, as_text=True)
-    markers = _missing_markers(text, numbers)
-    if markers:
-        present_numbers = numbers.dropna()
-        inferred = _numeric(
-            name, present_numbers, _distinct(present_numbers), len(column), as_target, True
-        )
-        if inferred.type == "number":
-            count = int(numbers.isna().sum())
-            shown = ", ".join(repr(m) for m in markers)
-            return Inferred(
-                name,
-                "number",
-                f"numbers written as text; {shown} ({count} of {len(text)} values) taken as "
-                "missing (preprocessing.missing_values)",
-                {"missing_values": markers},
-            )
-    if text.map(_NUMBER_LIST.match).notna().all() and _same_length(text):
-        return Inferred(name, "vector", "every value is a list of numbers of the same length")
-    if _dates_share(text) >= DATE_SHARE:
-        return Inferred(name, "date", "values parse as dates")
-    words = text.str.split().str.len()
-    share = distinct / len(text)
-    if share >= ID_SHARE and words.max() == 1 and len(text) >= 20 and not as_target:
-        return Inferred(name, None, f"an ID: {share:.0%} of the values are distinct single words")
-    delimiter = _set_delimiter(text)
-    if delimiter is not None:
-        return Inferred(name, "set", f"members separated by '{delimiter}' that recur")
-    if words.mean() >= TEXT_WORDS or (share > TEXT_SHARE and words.mean() > 1.5):
-        return Inferred(
-            name, "text", f"free text: {words.mean():.1f} words a value, {share:.0%} distinct"
-        )
-    return Inferred(name, "category", f"{distinct} distinct values in {len(text)} rows")
+        return column.decided(None, f"constant: every value is {first!r}")
+    for rule in RULES:
+        decided = rule(column)
+        if decided is not None:
+            return decided
+    raise AssertionError("the last rule decides every column")
 
 
-def _numeric(name, values, distinct, rows, as_target, as_text=False) -> Inferred:
-    floats = values.astype(np.float64).to_numpy()
-    integral = bool(np.all(np.mod(floats, 1) == 0))
-    source = "numbers written as text" if as_text else "numbers"
-    if integral and not as_target and rows >= 20:
-        steps = np.diff(floats)
-        # A row counter: increasing in file order and dense where the sample's rows are
-        # neighbours (a split's rows skip some numbers; epoch seconds or amounts sorted by time
-        # spread far wider).
-        if np.all(steps > 0) and np.median(steps) <= 3:
-            return Inferred(name, None, "an ID: a running number")
-        if distinct == rows and (_ID_WORD.search(name) or _ID_CAMEL.search(name)):
-            return Inferred(name, None, "an ID: distinct integers in a column named like an ID")
-    if integral and as_target and distinct <= MAX_INTEGER_CODES:
-        return Inferred(name, "category", f"{distinct} distinct integer classes")
-    return Inferred(name, "number", source)
+def _numeric_id(column: SampledColumn) -> Inferred | None:
+    reason = column.id_reason(column.numbers) if column.numbers is not None else None
+    return column.decided(None, reason) if reason else None
 
 
-_ID_WORD = re.compile(r"(^|[^a-z])(id|key|uuid|guid|index)([^a-z]|$)", re.IGNORECASE)  # row_id
-_ID_CAMEL = re.compile(r"[a-z](Id|ID|Key|Uuid|UUID)$")  # customerId, CustomerID
-
-
-def _missing_markers(text: pd.Series, numbers: pd.Series) -> list[str]:
-    """The few words that stand for a missing value in a column of numbers ('n/a', 'unknown',
-    '?'): at most MAX_MISSING_MARKERS distinct ones, in at most MISSING_MARKER_SHARE of the
-    values; [] when the column is not such a column."""
-    words = text[numbers.isna()]
-    if len(words) > MISSING_MARKER_SHARE * len(text) or numbers.nunique() < 3:
-        return []
-    distinct = sorted(words.unique())
-    return distinct if len(distinct) <= MAX_MISSING_MARKERS else []
-
-
-def _distinct(values: pd.Series) -> int:
-    try:
-        return int(values.nunique())
-    except TypeError:  # unhashable cells (lists from Parquet)
-        return int(values.map(repr).nunique())
-
-
-def _is_list_column(values: pd.Series) -> bool:
-    return bool(values.map(lambda v: isinstance(v, list | tuple | np.ndarray)).all())
-
-
-def _same_length(text: pd.Series) -> bool:
-    lengths = text.str.strip("[]() ").str.replace(",", " ").str.split().str.len()
-    return lengths.nunique() == 1
-
-
-def _dates_share(text: pd.Series) -> float:
-    # Dates have digits and a separator; plain words never parse as one here.
-    candidates = text[text.str.contains(r"\d", regex=True) & text.str.contains(r"[-/:. ]")]
-    if len(candidates) < len(text) * DATE_SHARE:
-        return 0.0
-    parsed = pd.to_datetime(candidates, format="mixed", errors="coerce", utc=True)
-    return float(parsed.notna().sum()) / len(text)
-
-
-def _set_delimiter(text: pd.Series) -> str | None:
-    """A delimiter whose members recur: fewer distinct members than half the members seen, in a
-    column where at least a fifth of the values hold more than one."""
-    for delimiter in SET_DELIMITERS:
-        if text.str.contains(delimiter, regex=False).mean() < 0.2:
-            continue
-        members = text.str.split(re.escape(delimiter), regex=True).explode().str.strip()
-        members = members[members != ""]
-        if members.str.split().str.len().mean() > 3:  # sentences with commas: text
-            continue
-        if members.nunique() <= 0.5 * len(members):
-            return delimiter
+def _word_id(column: SampledColumn) -> Inferred | None:
+    share = column.distinct_share
+    single_words = column.words.max() == 1 and len(column.text) >= 20
+    if share >= ID_SHARE and single_words and not column.as_target:
+        return column.decided(None, f"an ID: {share:.0%} of the values are distinct single words")
     return None
+
+
+# Each type's rules live in its module; the order is the decision: two-valued columns first,
+# typed columns before text read as numbers, lists or dates, IDs before sets and text, and
+# a category for whatever no rule took.
+RULES: tuple[Callable[[SampledColumn], Inferred | None], ...] = (
+    binary.infer_two_values,
+    number.infer_flag,
+    category.infer_two_values,
+    date.infer_typed,
+    _numeric_id,
+    category.infer_integer_classes,
+    number.infer_numbers,
+    vector.infer_lists,
+    number.infer_marked_numbers,
+    vector.infer_written_lists,
+    date.infer_written,
+    _word_id,
+    sets.infer_delimited,
+    text.infer_free_text,
+    category.infer_any,
+)
 
 
 def model_config(decisions: list[Inferred], target: list[str]) -> dict:

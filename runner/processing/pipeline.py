@@ -17,14 +17,15 @@ import pandas as pd
 from runner.errors import UserError
 from runner.processing.cache import PreprocessingCache, cache_key
 from runner.processing.crosscheck import combine_counts, partial_counts, sample_misses
-from runner.processing.features import (
-    PREPROCESSING_VERSION,
+from runner.processing.features.base import PREPROCESSING_VERSION
+from runner.processing.features.feature_set import (
     FeatureSet,
     automatic_choices,
     combine_partials,
     fit_partial,
     transform_frame,
 )
+from runner.processing.features.model_side import model_side
 from runner.processing.source import DataSource
 from runner.processing.split import SPLIT_NAMES, assign_splits, validate_split
 from runner.storage import Location, local_write_errors, storage_errors
@@ -142,10 +143,10 @@ def left_out_line(meta: dict, left_out: dict[str, int]) -> str:
     counts = ", ".join(f"{name} {n}" for name, n in left_out.items())
     reasons = []
     for name in meta["output_features"]:
-        kind = meta["features"][name]["type"]
-        if kind != "set":  # a set output keeps every row (a missing one is the empty set)
+        head = model_side(meta["features"][name]["type"])
+        if head.drops_missing_rows:
             reasons.append(f"a missing '{name}'")
-        if kind in ("category", "binary"):
+        if head.drops_unseen_classes:
             reasons.append(f"a '{name}' class the training split does not have")
     for name in meta["input_features"]:
         if meta["features"][name]["preprocessing"].get("missing_value_strategy") == "drop_row":
@@ -163,7 +164,7 @@ def _rows_line(meta: dict) -> str:
 
 def _number_columns(features) -> set[str]:
     """Columns an engine may parse as numbers while reading (a speed hint; values are typed by the features)."""
-    return {f.name for f in features if f.type_name == "number"}
+    return {f.name for f in features if f.numeric}
 
 
 def _build(

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from runner.reports.evaluation import pyplot, save_figure
-from runner.scoring.metrics import METRICS, higher_is_better
+from runner.scoring.metrics import higher_is_better
 
 
 def feature_columns(columns: list[str], features: list[str]) -> dict[str, list[str]]:
@@ -36,7 +36,7 @@ def permutation_importance(
     if table.num_rows > rows:
         table = table.take(np.sort(rng.choice(table.num_rows, rows, replace=False)))
     spec = predictor.layout.outputs[0]
-    metric = f"{spec.name}/{METRICS[spec.type][0]}"
+    metric = f"{spec.name}/{spec.head.metrics[0]}"
     sign = 1.0 if higher_is_better(metric) else -1.0
 
     def score(t: pa.Table) -> float:

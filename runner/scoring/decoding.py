@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from runner.model.layout import Layout
 from runner.processing import scaling
+from runner.processing.features.model_side import model_side
 from runner.scoring import metrics
-from runner.scoring.metrics import METRICS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,7 +39,7 @@ class Decoders:
 
     def denormalizer(self, name: str):
         """Normalized values -> raw units (a number output's targets); None for other types."""
-        if self.types[name] != "number":
+        if not model_side(self.types[name]).normalized:
             return None
         mode = self._normalization(name)
         return lambda v: scaling.denormalize(v, self.stats[name], mode)
@@ -60,18 +59,10 @@ def constant_logits(layout: Layout, decoders: Decoders, rows: int) -> dict[str, 
     class (a category's vocabulary is frequency-ranked, so class 0), no positives (binary and set;
     ROC AUC 0.5), and a number target's training mean. Scored by the same metrics as the model,
     this is the mean/majority baseline the model has to beat."""
-    constants = {}
-    for spec in layout.outputs:
-        if spec.type == "category":
-            row = np.zeros(spec.size, dtype=np.float32)
-            row[0] = 1.0
-        elif spec.type == "number":
-            mean = np.array([decoders.stats[spec.name]["mean"]])
-            row = decoders.normalizer(spec.name)(mean).astype(np.float32)
-        else:
-            row = np.full(spec.size, -1.0, dtype=np.float32)
-        constants[spec.name] = np.tile(row, (rows, 1))
-    return constants
+    return {
+        spec.name: np.tile(spec.head.constant_row(spec, decoders), (rows, 1))
+        for spec in layout.outputs
+    }
 
 
 # A model beats the baseline when its main metric (R², ROC AUC, accuracy, Jaccard: all on
@@ -86,7 +77,7 @@ def baseline_check(layout: Layout, scored: dict[str, float], baseline: dict[str,
     BASELINE_MARGIN."""
     check = {}
     for spec in layout.outputs:
-        metric = f"{spec.name}/{METRICS[spec.type][0]}"
+        metric = f"{spec.name}/{spec.head.metrics[0]}"
         value, reference = scored.get(metric), baseline.get(metric)
         if value is None or reference is None:
             continue
@@ -101,7 +92,7 @@ def baseline_check(layout: Layout, scored: dict[str, float], baseline: dict[str,
 
 
 def metric_names(layout: Layout) -> list[str]:
-    return ["loss"] + [f"{spec.name}/{m}" for spec in layout.outputs for m in METRICS[spec.type]]
+    return ["loss"] + [f"{spec.name}/{m}" for spec in layout.outputs for m in spec.head.metrics]
 
 
 def partial_metrics(
@@ -152,37 +143,6 @@ def compute_metrics(
     return finish_metrics(layout, partial_metrics(layout, decoders, logits, targets))
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-z))
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def _joined(members: np.ndarray, labels: np.ndarray, delimiter: str) -> np.ndarray:
-    """[rows, labels] booleans -> 'a|b' per row (in vocabulary order; '' for none)."""
-    return np.array([delimiter.join(labels[row]) for row in members], dtype=object)
-
-
-_WHOLE_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)")
-
-
-def typed_labels(labels: list) -> np.ndarray:
-    """A class label as the value it was in the data: labels that are all true/false as
-    booleans, all whole numbers written plainly (no leading zero: not a code like '007') as
-    integers; any other set stays strings. Labels are stored as strings, and a 0/1 or a
-    boolean target came back as '0'/'1' or 'True'/'False', which no comparison with the data's
-    own values matched."""
-    texts = [str(label) for label in labels]
-    if texts and {t.lower() for t in texts} <= {"true", "false"}:
-        return np.array([t.lower() == "true" for t in texts], dtype=bool)
-    if texts and all(_WHOLE_NUMBER.fullmatch(t) for t in texts):
-        return np.array([int(t) for t in texts], dtype=np.int64)
-    return np.asarray(labels, dtype=object)
-
-
 def prediction_frame(
     layout: Layout,
     decoders: Decoders,
@@ -196,35 +156,6 @@ def prediction_frame(
 
     columns: dict[str, np.ndarray] = {"row": row_ids}
     for spec in layout.outputs:
-        z = logits[spec.name]
-        labels = np.asarray(spec.labels, dtype=object)
-        if spec.type in ("binary", "category"):
-            labels = typed_labels(spec.labels)
-        if spec.type == "binary":
-            probability = _sigmoid(z.reshape(-1).astype(np.float64))
-            columns[f"{spec.name}_prediction"] = labels[(probability > 0.5).astype(int)]
-            columns[f"{spec.name}_probability"] = probability
-            if targets is not None:
-                columns[spec.name] = labels[targets[spec.name].astype(int)]
-        elif spec.type == "set":
-            probabilities = _sigmoid(z.astype(np.float64))
-            delimiter = str(decoders.options[spec.name]["delimiter"])
-            columns[f"{spec.name}_prediction"] = _joined(probabilities > 0.5, labels, delimiter)
-            for i, label in enumerate(spec.labels):
-                columns[f"{spec.name}_probability_{label}"] = probabilities[:, i]
-            if targets is not None:
-                columns[spec.name] = _joined(targets[spec.name] > 0.5, labels, delimiter)
-        elif spec.type == "category":
-            probabilities = _softmax(z.astype(np.float64))
-            columns[f"{spec.name}_prediction"] = labels[probabilities.argmax(axis=1)]
-            for i, label in enumerate(spec.labels):
-                columns[f"{spec.name}_probability_{label}"] = probabilities[:, i]
-            if targets is not None:
-                columns[spec.name] = labels[targets[spec.name]]
-        else:
-            predict = decoders.predicted(spec.name)
-            columns[f"{spec.name}_prediction"] = predict(z.reshape(-1).astype(np.float64))
-            if targets is not None:
-                denormalize = decoders.denormalizer(spec.name)
-                columns[spec.name] = denormalize(targets[spec.name].astype(np.float64))
+        target = None if targets is None else targets[spec.name]
+        columns.update(spec.head.prediction_columns(spec, decoders, logits[spec.name], target))
     return pd.DataFrame(columns)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from runner.processing.features import ROW_ID
+from runner.processing.columns import ROW_ID
 from runner.processing.pipeline import map_raw, read_raw
 from runner.processing.source import DataSource
 from runner.runtime import task_options

@@ -86,10 +86,8 @@ def stack_outputs(layout: Layout, parts: dict[str, list], kind: str) -> dict[str
             out[spec.name] = np.concatenate(parts[spec.name])
         elif kind == "logits":
             out[spec.name] = np.zeros((0, spec.size), np.float32)
-        elif spec.type == "set":
-            out[spec.name] = np.zeros((0, spec.size), np.float32)
         else:
-            out[spec.name] = np.zeros(0, np.int64 if spec.type == "category" else np.float32)
+            out[spec.name] = spec.head.empty_target(spec)
     return out
 
 

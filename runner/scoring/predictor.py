@@ -23,7 +23,7 @@ import torch
 from runner.errors import UserError
 from runner.loading.tensors import TensorTable
 from runner.model.artifact import SavedModel, load_model_dir
-from runner.processing.features import FeatureSet, transform_columns
+from runner.processing.features.feature_set import FeatureSet, transform_columns
 from runner.scoring.decoding import Decoders, compute_metrics, prediction_frame
 from runner.scoring.inference import Inference, Scored, score
 
@@ -134,7 +134,7 @@ class Predictor:
             raise UserError('the body must be a JSON array of row objects, e.g. [{"x1": 1.5}]')
         if not records:
             raise UserError("the array of rows is empty; send at least one row object")
-        numbers_ = {f.name for f in self.features.inputs if f.type_name == "number"}
+        numbers_ = {f.name for f in self.features.inputs if f.numeric}
         for i, row in enumerate(records):
             if not isinstance(row, dict):
                 raise UserError(

@@ -16,7 +16,7 @@ from runner.errors import UserError
 from runner.loading.heap import release_free_pages
 from runner.loading.pieces import pieces_of, read_pieces, row_groups
 from runner.model.artifact import SavedModel
-from runner.processing.features import ROW_ID
+from runner.processing.columns import ROW_ID
 from runner.runtime import require_ray
 from runner.scoring.batch import ScoringTask, StagedParts, score_partition
 from runner.scoring.predictor import Predictor

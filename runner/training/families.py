@@ -23,7 +23,7 @@ import numpy as np
 from runner.config import ModelConfig, TrainerConfig
 from runner.errors import UserError
 from runner.loading.tensors import TensorTable
-from runner.model.ensemble import EnsembleModel, select_weights, to_space
+from runner.model.ensemble import EnsembleModel, select_weights
 from runner.model.gbm import (
     TreeModel,
     categorical_indices,
@@ -37,8 +37,6 @@ from runner.training.job import TrainingResult
 from runner.training.reporting import listening, report_epoch, stopped_by_scheduler
 
 log = logging.getLogger(__name__)
-
-TREE_OUTPUTS = ("binary", "category", "number")
 
 
 def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, trainer, backend):
@@ -91,20 +89,12 @@ def _tree_workers(trainer, backend) -> tuple[int, dict]:
 
 def check_tree_outputs(layout: Layout, family: str) -> None:
     outputs = layout.outputs
-    if len(outputs) != 1 or outputs[0].type not in TREE_OUTPUTS:
+    if len(outputs) != 1 or not outputs[0].head.trees:
         kinds = ", ".join(f"{o.name} ({o.type})" for o in outputs)
         raise UserError(
             f"model.family={family} trains trees for one binary, category or number output; "
             f"this model has {kinds}: use model.family=network (the default) or one such output"
         )
-
-
-def _objective(spec) -> dict:
-    if spec.type == "binary":
-        return {"objective": "binary"}
-    if spec.type == "category":
-        return {"objective": "multiclass", "num_class": spec.size}
-    return {"objective": "regression"}
 
 
 def _read(splits: Location, split: str, layout: Layout, rank: int = 0, size: int = 1):
@@ -199,7 +189,7 @@ def _boost(splits, meta, model, trainer, rank=0, size=1, network=None, tables=No
 
     train_set = dataset(train)
     params = {
-        **_objective(spec),
+        **spec.head.tree_objective(spec),
         "learning_rate": settings.learning_rate,
         "num_leaves": settings.num_leaves,
         "min_data_in_leaf": settings.min_data_in_leaf,
@@ -260,7 +250,7 @@ class _SchedulerReports:
         spec = self.layout.outputs[0]
         z = env.model.predict(self.matrix, raw_score=True, num_iteration=done)
         z = np.asarray(z, dtype=np.float32).reshape(len(self.matrix), -1)
-        logits = {spec.name: z if spec.type == "category" else z.reshape(-1, 1)}
+        logits = {spec.name: z}  # [rows, logits per row]
         epoch = -(-done // self.every)
         metrics = compute_metrics(self.layout, self.decoders, logits, self.targets)
         record = {"epoch": epoch, "train": {}, "validation": metrics}
@@ -379,7 +369,7 @@ def combine(network: TrainingResult, trees: TrainingResult, tables, meta, model)
     train, validation = tables
     if len(validation):
         predictions = {
-            name: to_space(spec, _logits(m, layout, validation)[spec.name])
+            name: spec.head.to_space(_logits(m, layout, validation)[spec.name])
             for name, m in members.items()
         }
         target = validation.targets[spec.name].numpy()

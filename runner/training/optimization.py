@@ -6,7 +6,6 @@ import math
 import threading
 
 import torch
-from torch import nn
 
 from runner.config import TrainerConfig
 from runner.model.layout import Layout
@@ -65,14 +64,7 @@ def output_loss(
         if z.dim() == 3:  # an ensemble's members [rows, k, size]: the mean of their losses
             y = y.repeat_interleave(z.shape[1], dim=0)
             z = z.reshape(-1, z.shape[2])
-        if spec.type == "binary":
-            total = total + nn.functional.binary_cross_entropy_with_logits(z.squeeze(1), y)
-        elif spec.type == "category":
-            total = total + nn.functional.cross_entropy(z, y)
-        elif spec.type == "set":  # one independent yes/no per member
-            total = total + nn.functional.binary_cross_entropy_with_logits(z, y)
-        else:
-            total = total + nn.functional.mse_loss(z.squeeze(1), y)
+        total = total + spec.head.loss(z, y)
     return total
 
 

@@ -89,6 +89,9 @@ class Feature:
 
     type_name: ClassVar[str]
     output_allowed: ClassVar[bool] = True
+    # Its raw values are numbers: an engine may parse them while reading, a served row must
+    # send numbers, and the file's decimal mark (dataset.decimal) applies.
+    numeric: ClassVar[bool] = False
     # Preprocessing options and their defaults; anything else is a config error.
     defaults: ClassVar[dict[str, Any]] = {}
     # Options added after cache entries and saved models were written: left out of describe()

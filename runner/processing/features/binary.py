@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from runner.errors import UserError
 from runner.processing.features.base import Feature, as_strings
+
+if TYPE_CHECKING:
+    from runner.processing.features.sampled_column import Inferred, SampledColumn
 
 _TRUE = {"true", "t", "yes", "y", "1"}
 _FALSE = {"false", "f", "no", "n", "0"}
@@ -82,3 +87,22 @@ class BinaryFeature(Feature):
         out = np.where(missing, fill, is_pos).astype(np.float32)
         keep = ~missing if self.drops_missing else np.ones(len(out), dtype=bool)
         return out, keep
+
+
+# -- inference rules (run in order by runner.processing.inference) ---------------------------
+
+_BOOLEAN_WORDS = {"true", "false", "t", "f"}
+
+
+def infer_two_values(column: SampledColumn) -> Inferred | None:
+    """Two distinct values: a target's two classes, or an input's booleans (typed or written
+    out, a CSV's True/False). As an input, two numbers or two strings are a number or a
+    category, not a binary flag: on the accuracy suite the flag's single 0/1 column trailed
+    both (docs/accuracy.md)."""
+    if column.distinct != 2:
+        return None
+    if column.as_target:
+        return column.decided(BinaryFeature.type_name, "two distinct values")
+    if pd.api.types.is_bool_dtype(column.present) or set(column.text.str.lower()) <= _BOOLEAN_WORDS:
+        return column.decided(BinaryFeature.type_name, "true/false values")
+    return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
@@ -14,6 +16,9 @@ from runner.processing.features.base import (
     merged_vocabulary,
     vocab_index,
 )
+
+if TYPE_CHECKING:
+    from runner.processing.features.sampled_column import Inferred, SampledColumn
 
 
 class CategoryFeature(Feature):
@@ -61,3 +66,28 @@ class CategoryFeature(Feature):
             return codes.astype(np.int32), codes >= 0
         keep = ~missing if strategy == "drop_row" else np.ones(len(codes), dtype=bool)
         return (codes + 1).astype(np.int32), keep  # -1 (unseen) becomes 0 (unknown)
+
+
+# -- inference rules (run in order by runner.processing.inference) ---------------------------
+
+
+def infer_two_values(column: SampledColumn) -> Inferred | None:
+    if column.distinct == 2:
+        return column.decided(CategoryFeature.type_name, "two distinct values")
+    return None
+
+
+def infer_integer_classes(column: SampledColumn) -> Inferred | None:
+    numbers = column.numbers
+    if numbers is not None and column.integer_classes(numbers):
+        return column.decided(
+            CategoryFeature.type_name, f"{numbers.distinct} distinct integer classes"
+        )
+    return None
+
+
+def infer_any(column: SampledColumn) -> Inferred | None:
+    """What no other rule took: a category."""
+    return column.decided(
+        CategoryFeature.type_name, f"{column.distinct} distinct values in {len(column.text)} rows"
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
@@ -14,6 +16,9 @@ from runner.processing.features.base import (
     numbers_from_text,
     seen_count,
 )
+
+if TYPE_CHECKING:
+    from runner.processing.features.sampled_column import Inferred, SampledColumn
 
 
 class DateFeature(Feature):
@@ -129,3 +134,29 @@ class DateFeature(Feature):
         values.append(missing.astype(np.float64))
         keep = ~missing if self.drops_missing else np.ones(len(seconds), dtype=bool)
         return {c: v.astype(np.float32) for c, v in zip(columns, values, strict=True)}, keep
+
+
+# -- inference rules (run in order by runner.processing.inference) ---------------------------
+
+DATE_SHARE = 0.95  # of non-empty values that must parse as dates
+
+
+def infer_typed(column: SampledColumn) -> Inferred | None:
+    if pd.api.types.is_datetime64_any_dtype(column.present):
+        return column.decided(DateFeature.type_name, "a date/time column")
+    return None
+
+
+def infer_written(column: SampledColumn) -> Inferred | None:
+    if _dates_share(column.text) >= DATE_SHARE:
+        return column.decided(DateFeature.type_name, "values parse as dates")
+    return None
+
+
+def _dates_share(text: pd.Series) -> float:
+    # Dates have digits and a separator; plain words never parse as one here.
+    candidates = text[text.str.contains(r"\d", regex=True) & text.str.contains(r"[-/:. ]")]
+    if len(candidates) < len(text) * DATE_SHARE:
+        return 0.0
+    parsed = pd.to_datetime(candidates, format="mixed", errors="coerce", utc=True)
+    return float(parsed.notna().sum()) / len(text)

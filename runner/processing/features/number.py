@@ -4,7 +4,7 @@ the quantile bin edges of the piecewise-linear encoder."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,9 @@ from runner.processing.features.base import (
 )
 from runner.processing.scaling import signed_log1p
 
+if TYPE_CHECKING:
+    from runner.processing.features.sampled_column import Inferred, SampledColumn
+
 
 class NumberFeature(Feature):
     """Numbers. The default normalization, `auto`, is decided on the training split and stored
@@ -32,6 +35,7 @@ class NumberFeature(Feature):
     Inputs also keep quantile bin edges for the piecewise-linear number encoder."""
 
     type_name = "number"
+    numeric = True
     defaults = {
         "missing_value_strategy": "fill_mean",
         "fill_value": 0.0,
@@ -248,3 +252,37 @@ def bin_edges(sample: np.ndarray, count: int) -> np.ndarray:
 
 def _quantiles(sample: np.ndarray, count: int) -> list[float]:
     return np.quantile(sample, np.linspace(0.0, 1.0, count)).tolist()
+
+
+# -- inference rules (run in order by runner.processing.inference) ---------------------------
+
+
+def infer_flag(column: SampledColumn) -> Inferred | None:
+    if column.distinct == 2 and column.numbers is not None:
+        return column.decided(NumberFeature.type_name, "two distinct numbers (a 0/1 flag)")
+    return None
+
+
+def infer_numbers(column: SampledColumn) -> Inferred | None:
+    """Numbers, typed or written as text (after the ID and class-label rules)."""
+    numbers = column.numbers
+    if numbers is None:
+        return None
+    source = "numbers written as text" if numbers.as_text else "numbers"
+    return column.decided(NumberFeature.type_name, source)
+
+
+def infer_marked_numbers(column: SampledColumn) -> Inferred | None:
+    """Numbers with a few words standing for a missing value: a number whose
+    preprocessing.missing_values lists them (where the numbers are neither an ID nor classes)."""
+    numbers = column.marked_numbers
+    if numbers is None or column.id_reason(numbers) or column.integer_classes(numbers):
+        return None
+    count = int(column.text_numbers.isna().sum())
+    shown = ", ".join(repr(m) for m in numbers.markers)
+    return column.decided(
+        NumberFeature.type_name,
+        f"numbers written as text; {shown} ({count} of {len(column.text)} values) taken as "
+        "missing (preprocessing.missing_values)",
+        {"missing_values": list(numbers.markers)},
+    )

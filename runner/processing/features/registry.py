@@ -9,6 +9,7 @@ from runner.processing.features.base import Feature
 from runner.processing.features.binary import BinaryFeature
 from runner.processing.features.category import CategoryFeature
 from runner.processing.features.date import DateFeature
+from runner.processing.features.model_side import find_plugin
 from runner.processing.features.number import NumberFeature
 from runner.processing.features.sets import SetFeature
 from runner.processing.features.text import TextFeature
@@ -28,15 +29,36 @@ FEATURE_TYPES: dict[str, type[Feature]] = {
 }
 
 
+def feature_type(kind: str) -> type[Feature] | None:
+    """A built-in type by name, or a type of your own by its module (model_side.find_plugin);
+    None for a name that is neither."""
+    cls = FEATURE_TYPES.get(kind)
+    if cls is None and isinstance(kind, str):
+        module, _ = find_plugin(kind)
+        cls = module.FEATURE if module is not None else None
+    return cls
+
+
 def build_feature(cfg: dict, role: str) -> Feature:
     name = cfg.get("name")
     kind: Any = cfg.get("type")  # whatever the config holds; checked below
     if not name:
         raise UserError(f"an {role} feature has no name; every feature needs name and type")
-    cls = FEATURE_TYPES.get(kind)
     allowed = sorted(t for t, c in FEATURE_TYPES.items() if role == "input" or c.output_allowed)
+    cls = FEATURE_TYPES.get(kind)
     if cls is None or kind not in allowed:
-        raise UserError(
-            f"{role} feature '{name}' has unknown type '{kind}'; known {role} types: {', '.join(allowed)}"
-        )
+        module, why = find_plugin(kind) if cls is None and isinstance(kind, str) else (None, "")
+        if module is None:
+            yours = (
+                f" (a type of your own: {why})"
+                if why.startswith("the module")
+                else ", or a module of yours that defines a feature type"
+            )
+            raise UserError(
+                f"{role} feature '{name}' has unknown type '{kind}'; known {role} types: "
+                f"{', '.join(allowed)}{yours}"
+            )
+        cls = module.FEATURE
+    if role == "output" and not cls.output_allowed:
+        raise UserError(f"{role} feature '{name}': type '{kind}' cannot be an output")
     return cls(cfg, role)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -11,6 +13,9 @@ from runner.errors import UserError
 from runner.processing.columns import FIRST_TOKEN_ID
 from runner.processing.features.base import Feature, bounded_counts, merged_vocabulary
 from runner.processing.features.text import token_lists
+
+if TYPE_CHECKING:
+    from runner.processing.features.sampled_column import Inferred, SampledColumn
 
 
 class SetFeature(Feature):
@@ -61,3 +66,32 @@ class SetFeature(Feature):
         # A missing cell is the empty set (a CSV cannot tell them apart): for an output, "none
         # of the labels" is a target like any other.
         return token_lists(ids, series.index), np.ones(len(ids), dtype=bool)
+
+
+# -- inference rules (run in order by runner.processing.inference) ---------------------------
+
+SET_DELIMITERS = ("|", ";", ",")
+
+
+def infer_delimited(column: SampledColumn) -> Inferred | None:
+    delimiter = _set_delimiter(column.text)
+    if delimiter is not None:
+        return column.decided(
+            SetFeature.type_name, f"members separated by '{delimiter}' that recur"
+        )
+    return None
+
+
+def _set_delimiter(text: pd.Series) -> str | None:
+    """A delimiter whose members recur: fewer distinct members than half the members seen, in a
+    column where at least a fifth of the values hold more than one."""
+    for delimiter in SET_DELIMITERS:
+        if text.str.contains(delimiter, regex=False).mean() < 0.2:
+            continue
+        members = text.str.split(re.escape(delimiter), regex=True).explode().str.strip()
+        members = members[members != ""]
+        if members.str.split().str.len().mean() > 3:  # sentences with commas: text
+            continue
+        if members.nunique() <= 0.5 * len(members):
+            return delimiter
+    return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import zlib
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -28,6 +29,9 @@ from runner.processing.features.base import (
     vocab_index,
 )
 from runner.processing.features.number import BIN_EDGES, bin_edges
+
+if TYPE_CHECKING:
+    from runner.processing.features.sampled_column import Inferred, SampledColumn
 
 # Terms (the most frequent vocabulary tokens) the components are fitted on: a cap on the
 # basis that travels in the statistics (terms x components float32).
@@ -459,3 +463,21 @@ def token_lists(ids: list[np.ndarray], index) -> pd.Series:
     lengths = np.fromiter((len(i) for i in ids), dtype=np.int32, count=len(ids))
     values = np.concatenate(ids).astype(np.int32) if len(ids) else np.zeros(0, dtype=np.int32)
     return list_column(values, lengths, index)
+
+
+# -- inference rules (run in order by runner.processing.inference) ---------------------------
+
+# A column of strings whose values average at least this many words is free text.
+TEXT_WORDS = 3.0
+# A string column with more distinct values than this share of the rows, made of several
+# words, is text rather than a category.
+TEXT_SHARE = 0.5
+
+
+def infer_free_text(column: SampledColumn) -> Inferred | None:
+    words, share = column.words.mean(), column.distinct_share
+    if words >= TEXT_WORDS or (share > TEXT_SHARE and words > 1.5):
+        return column.decided(
+            TextFeature.type_name, f"free text: {words:.1f} words a value, {share:.0%} distinct"
+        )
+    return None

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
 from runner.processing.columns import vector_columns
 from runner.processing.features.base import Feature
+
+if TYPE_CHECKING:
+    from runner.processing.features.sampled_column import Inferred, SampledColumn
 
 
 class VectorFeature(Feature):
@@ -107,3 +113,28 @@ class VectorFeature(Feature):
         return {c: matrix[:, i].astype(np.float32) for i, c in enumerate(columns)}, np.ones(
             len(matrix), dtype=bool
         )
+
+
+# -- inference rules (run in order by runner.processing.inference) ---------------------------
+
+_NUMBER_LIST = re.compile(r"^\s*[\[(]?\s*-?\d[\d.eE+-]*(\s*[,\s]\s*-?\d[\d.eE+-]*)+\s*[\])]?\s*$")
+
+
+def infer_lists(column: SampledColumn) -> Inferred | None:
+    if column.is_list:
+        return column.decided(VectorFeature.type_name, "lists of numbers")
+    return None
+
+
+def infer_written_lists(column: SampledColumn) -> Inferred | None:
+    text = column.text
+    if text.map(_NUMBER_LIST.match).notna().all() and _same_length(text):
+        return column.decided(
+            VectorFeature.type_name, "every value is a list of numbers of the same length"
+        )
+    return None
+
+
+def _same_length(text: pd.Series) -> bool:
+    lengths = text.str.strip("[]() ").str.replace(",", " ").str.split().str.len()
+    return lengths.nunique() == 1
