@@ -71,7 +71,7 @@ def test_trees_train_on_each_output_type_and_predict_raw_rows_as_the_cache(
     predictions = pd.read_parquet(run_dir / "predictions.parquet")
     raw = pd.read_csv(data / "train.csv").iloc[predictions["row"]]
     predictor = Predictor.load(run_dir / "model")
-    assert isinstance(predictor.saved.network, TreeModel)
+    assert isinstance(predictor.saved.model, TreeModel)
     got = predictor.predict(raw, row_ids=predictions["row"].to_numpy())
     for column in got.columns:
         if got[column].dtype == object:
@@ -138,7 +138,7 @@ def test_the_ensemble_is_weighted_on_validation_and_no_worse_than_a_member(data)
     assert set(weights) == {"network", "gbm"} and sum(weights.values()) == pytest.approx(1.0)
     assert metrics["test"]["good/roc_auc"] > 0.9
     predictor = Predictor.load(run_dir / "model")
-    ensemble = predictor.saved.network
+    ensemble = predictor.saved.model
     assert isinstance(ensemble, EnsembleModel) and ensemble.weights == weights
     # On the validation split its loss is at most the better member's (the selection's first
     # round is the best member alone; it keeps its best round).
@@ -252,4 +252,4 @@ def test_trees_train_data_parallel_on_ray_at_the_accuracy_of_one_worker(data, tr
     saved = json.loads((run_dir / "metrics.json").read_text())
     assert saved["training"]["world_size"] == 2 and saved["training"]["gbm_rounds"] >= 1
     assert abs(metrics["test"]["good/roc_auc"] - local["test"]["good/roc_auc"]) < 0.02
-    assert isinstance(Predictor.load(run_dir / "model").saved.network, TreeModel)
+    assert isinstance(Predictor.load(run_dir / "model").saved.model, TreeModel)

@@ -158,7 +158,7 @@ def test_export_gives_the_models_outputs(model):
         pa.Table.from_pandas(processed[keep]), predictor.layout, with_targets=False
     )
     with torch.no_grad():
-        want = predictor.saved.network(data.inputs)
+        want = predictor.saved.model(data.inputs)
         got = exported(data.inputs)
     for name in want:
         torch.testing.assert_close(got[name], want[name], atol=1e-5, rtol=0)

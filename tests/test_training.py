@@ -361,14 +361,14 @@ def test_the_auto_ensemble_is_logged_and_a_model_saved_before_it_still_loads(
     with caplog.at_level(logging.INFO, logger="runner.commands"):
         run_experiment(tmp_path / "auto", cache_dir, *FAST)
     assert "model.ensemble_size=auto picked 4: 6,993 training rows" in caplog.text
-    assert Predictor.load(tmp_path / "auto" / "model").saved.network.members == 4
+    assert Predictor.load(tmp_path / "auto" / "model").saved.model.members == 4
 
     run_experiment(tmp_path / "one", cache_dir, *FAST, "model.ensemble_size=1")
     config = tmp_path / "one" / "model" / "config.yaml"
     saved = yaml.safe_load(config.read_text())
     del saved["model"]["ensemble_size"]
     config.write_text(yaml.safe_dump(saved))
-    assert Predictor.load(tmp_path / "one" / "model").saved.network.members == 1
+    assert Predictor.load(tmp_path / "one" / "model").saved.model.members == 1
 
 
 def test_run_outputs(tmp_path, cache_dir):

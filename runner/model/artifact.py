@@ -22,7 +22,7 @@ MODEL_FILES = ("meta.json", "config.yaml")  # and its family's files
 
 @dataclass
 class SavedModel:
-    network: ScoringModel  # the trained model of any family, in eval mode
+    model: ScoringModel  # the trained model of any family, in eval mode
     layout: Layout
     meta: dict  # feature types, vocabularies, statistics
     settings: ModelConfig

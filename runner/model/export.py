@@ -38,7 +38,7 @@ def example_inputs(layout: Layout, rows: int = 2) -> dict[str, torch.Tensor]:
 def export_model(saved: SavedModel, target: Path, format_: str = "auto") -> Path:
     """Writes the model's artifact(s), meta.json and export.json under target (whole or not at
     all); returns the artifact's path (an ensemble's: its folder)."""
-    model = saved.network
+    model = saved.model
     own = "lightgbm" if isinstance(model, TreeModel) else "torchscript"
     if isinstance(model, EnsembleModel):
         own = "members"

@@ -60,9 +60,9 @@ class PartitionScorer:
 
         torch.set_num_threads(max(1, int(threads)))  # its share of the node, not every core
         device = torch.device("cpu")
-        if isinstance(saved.network, torch.nn.Module) and torch.cuda.is_available():
+        if isinstance(saved.model, torch.nn.Module) and torch.cuda.is_available():
             device = torch.device("cuda")  # a network's forward; trees predict on the CPU
-            saved.network.to(device)
+            saved.model.to(device)
         self.predictor = Predictor(saved, device=device)
         self.task, self.parts = task, parts
         self.split, self.batches = split, batches  # a cache split: the pieces of each batch
