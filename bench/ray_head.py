@@ -7,6 +7,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -41,4 +42,53 @@ def warm_ray():
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([ray, "stop", "--force"], capture_output=True, env=env)
+        stop_ray(port)
+
+
+def stop_ray(port: int, seconds: float = 10.0) -> None:
+    """Stops the Ray cluster whose GCS listens on `port` (a `ray start` of ours) and nothing
+    else: `ray stop` stops every Ray on the machine, other runs' and other tests' too. Its
+    processes are those whose command line names its session dir (both nodes of a two-node
+    cluster share it): terminated, then killed after `seconds`."""
+    import re
+
+    import psutil
+
+    def command_line(process) -> str:
+        try:
+            return " ".join(process.cmdline())
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            return ""
+
+    def of_port(line: str) -> bool:  # its GCS, or a process that talks to it
+        return f":{port} " in f"{line} " or f"--gcs_server_port={port}" in line
+
+    processes = list(psutil.process_iter())
+    sessions = set()
+    for process in processes:
+        line = command_line(process)
+        if of_port(line):
+            sessions.update(re.findall(r"/[^ =]*/session_[0-9_-]+[0-9]", line))
+    own = [
+        p
+        for p in processes
+        if p.pid != os.getpid()
+        and (of_port(line := command_line(p)) or any(s in line for s in sessions))
+    ]
+    for process in own:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.terminate()
+
+    def running(process) -> bool:  # a zombie has ended (nobody may reap a daemon's children)
+        try:
+            return process.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + seconds
+    while any(running(p) for p in own) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for process in own:
+        if running(process):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()

@@ -15,6 +15,8 @@ import pytest
 import requests
 from helpers import ROOT, error_lines, free_port, free_ports, run_cli, wait_until_serving
 
+from bench.ray_head import stop_ray  # helpers put the checkout on the path
+
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 BIN = Path(sys.executable).parent
 TWO_SMALL_WORKERS = [
@@ -49,7 +51,7 @@ def head():
         timeout=120,
     )
     yield f"http://127.0.0.1:{dashboard}", env
-    subprocess.run([str(BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
+    stop_ray(port)  # this head alone (`ray stop` would stop every Ray on the machine)
 
 
 def test_job_submission_attaches_to_the_cluster(head, tmp_path):
@@ -143,7 +145,7 @@ def test_a_run_attaches_to_a_cluster_that_uses_token_authentication(tmp_path):
             f"hydra.sweep.dir={tmp_path / 'sweep'}",
         )
     finally:
-        subprocess.run([*ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        stop_ray(port)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     assert "attached to the cluster at" in output and "started a local Ray" not in output

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from helpers import free_port, run_cli
 
+from bench.ray_head import stop_ray  # helpers put the checkout on the path
+
 pytestmark = [
     pytest.mark.distributed,
     pytest.mark.needs_root,
@@ -83,7 +85,7 @@ def two_hosts():
             time.sleep(2)
         yield {"address": address, "namespace": name, "head": head, "node": node}
     finally:
-        sh(RAY, "stop", "--force", check=False)
+        stop_ray(int(address.split(":")[1]))  # both nodes, and no other Ray
         for command in cleanup:
             sh(*command, check=False)
 
