@@ -30,7 +30,7 @@ class OutputSpec:
 
     @property
     def head(self) -> ModelSide:
-        """What the output's type means to the model: loss, metrics, decoding (heads/)."""
+        """What the output's type means to the model: loss, metrics, decoding (features/model_side/)."""
         return model_side(self.type)
 
 

@@ -3,8 +3,9 @@
 `infer_types` looks at each column of a bounded sample of the training split and decides a
 type with a one-line reason, or leaves the column out (constant, empty, an ID) with the reason.
 It is a pure function of the sample's values, so every processor that hands it the same rows
-gets the same answer; the caller picks the rows (the first rows of the training split in
-file order), not the processor.
+gets the same answer; the caller picks the rows (sampling.read_sample: rows from 40 places
+across the table, those of the training split), not the processor. Each type's rules live in
+its module; RULES runs them in order.
 """
 
 from __future__ import annotations
@@ -73,8 +74,9 @@ def infer_source(
     given: dict[str, str] | None = None,
     inputs_given: bool = False,
 ) -> Inference:
-    """Inference over the first dataset.inference_rows rows of the raw table that fall in the
-    training split (file order, read on the driver: the same rows for every processor).
+    """Inference over dataset.inference_rows rows drawn from 40 places across the raw table
+    (runner.processing.sampling), those that fall in the training split (read on the driver:
+    the same rows for every processor).
     `outputs`: the names of explicitly given output features, which stand for the target;
     `given`: every explicitly given feature's type, kept as given; `inputs_given`: the inputs
     are model.input_features, and no other column is one."""
