@@ -49,7 +49,8 @@ def stop_ray(port: int, seconds: float = 10.0) -> None:
     """Stops the Ray cluster whose GCS listens on `port` (a `ray start` of ours) and nothing
     else: `ray stop` stops every Ray on the machine, other runs' and other tests' too. Its
     processes are those whose command line names its session dir (both nodes of a two-node
-    cluster share it): terminated, then killed after `seconds`."""
+    cluster share it): terminated, then killed after `seconds`; and the machine's default
+    Ray address where it names this cluster."""
     import re
 
     import psutil
@@ -92,3 +93,11 @@ def stop_ray(port: int, seconds: float = 10.0) -> None:
         if running(process):
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
+    # As `ray stop` does: the machine's default address (what `ray.init()` and backend=auto
+    # attach to) no longer names this cluster, where it did.
+    from ray._common.utils import get_ray_address_file
+
+    address_file = Path(get_ray_address_file(None))
+    with contextlib.suppress(OSError):
+        if address_file.read_text().strip().endswith(f":{port}"):
+            address_file.unlink()
