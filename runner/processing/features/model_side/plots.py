@@ -91,5 +91,10 @@ def binary_curves(stats: dict) -> dict[str, np.ndarray]:
 
 def per_class_f1(confusion: np.ndarray) -> np.ndarray:
     tp = np.diag(confusion).astype(np.float64)
-    denominator = confusion.sum(axis=0) + confusion.sum(axis=1)
+    return f1_scores(tp, confusion.sum(axis=0) - tp, confusion.sum(axis=1) - tp)
+
+
+def f1_scores(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    """Per class or member: 2 tp / (2 tp + fp + fn), 0 where it was never true or predicted."""
+    denominator = 2 * tp + fp + fn
     return np.divide(2 * tp, denominator, out=np.zeros_like(tp), where=denominator > 0)

@@ -13,7 +13,7 @@ from runner.processing.features.model_side.base import (
     logit_of_mean_probability,
     sigmoid,
 )
-from runner.processing.features.model_side.plots import pyplot
+from runner.processing.features.model_side.plots import f1_scores, pyplot
 
 
 class SetSide(ModelSide):
@@ -80,8 +80,7 @@ class SetSide(ModelSide):
     def plot(self, spec, stats: dict, split: str):
         plt = pyplot()
         tp, fp, fn = (np.asarray(stats[k], dtype=np.float64) for k in ("tp", "fp", "fn"))
-        denominator = 2 * tp + fp + fn
-        f1 = np.divide(2 * tp, denominator, out=np.zeros_like(tp), where=denominator > 0)
+        f1 = f1_scores(tp, fp, fn)
         labels = [str(x) for x in spec.labels]
         fig, ax = plt.subplots(figsize=(6, max(3, 0.25 * len(labels))))
         ax.barh(range(len(labels)), f1)
