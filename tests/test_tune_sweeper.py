@@ -371,7 +371,11 @@ def test_asha_prunes_tree_trials_on_their_boosting_rounds(tmp_path):
         tmp_path,
         "model=gbm",
         "hydra.sweeper.num_samples=4",
-        "hydra.sweeper.seed=1",
+        # One at a time, a good rate first (seed 2 draws 0.2, then 0.00001 three times): a tree
+        # trial ends in a second, so trials at once race to the rungs, and ASHA never stops the
+        # first trial to reach a rung.
+        "hydra.sweeper.seed=2",
+        "hydra.sweeper.max_concurrent=1",
         "trainer.epochs=4",
         "dataset.synthetic_rows=3000",
         "model.gbm.num_boost_round=200",
@@ -383,7 +387,8 @@ def test_asha_prunes_tree_trials_on_their_boosting_rounds(tmp_path):
     report = pd.read_csv(sweep_dir / "sweep_report.csv")
     assert len(report) == 4 and set(report["status"]) <= {"completed", "pruned"}
     pruned = report[report["status"] == "pruned"]
-    assert len(pruned) >= 1 and (pruned["epochs"] < 4).all(), report[["trial", "status", "epochs"]]
+    shown = report[["trial", "status", "epochs", "param:model.gbm.learning_rate"]]
+    assert len(pruned) >= 1 and (pruned["epochs"] < 4).all(), shown
     assert (pruned["param:model.gbm.learning_rate"].astype(float) == 0.00001).all()
     best = report.iloc[0]
     assert float(best["param:model.gbm.learning_rate"]) == 0.2 and best["status"] == "completed"
