@@ -42,10 +42,8 @@ def test_the_child_is_niced_and_stop_drops_what_is_queued():
     pid = child.call("os:getpid").result()
     assert os.getpriority(os.PRIO_PROCESS, pid) == 19  # it takes only what the run leaves idle
     child.call("time:sleep", 60, reply=False)
-    started = time.perf_counter()
     child.stop()
-    assert time.perf_counter() - started < 10
-    assert child._process.returncode is not None
+    assert child._process.returncode == -signal.SIGKILL  # ended, not waited out
 
 
 def test_a_child_started_early_is_handed_over_once_with_its_warm_up_done():

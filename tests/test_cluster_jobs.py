@@ -361,7 +361,7 @@ print("stop returned", round(time.perf_counter() - started, 3), runtime._ready.i
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     returned = next(line for line in lines if line.startswith("stop returned")).split()
-    assert float(returned[2]) < 0.5 and returned[3] == "False"  # the start had not ended
+    assert returned[3] == "False"  # it returned while the start had not ended
     assert lines[-1] == "left 0", result.stdout
 
 

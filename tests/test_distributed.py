@@ -146,9 +146,9 @@ def test_no_retries_stops_with_a_clear_error_and_keeps_the_checkpoint(tmp_path, 
     assert not (run_dir / "model").exists()
 
 
+@pytest.mark.timeout(300)  # a hang fails here, not at the suite's limit
 @pytest.mark.parametrize("trainer", ["horovod", "ddp"])
 def test_more_workers_than_the_cluster_holds_is_an_error_not_a_hang(tmp_path, cache_dir, trainer):
-    started = time.perf_counter()
     with pytest.raises(
         UserError, match=r"trainer.num_workers=8 with 1 CPU each needs 8 CPU, but the cluster has 2"
     ):
@@ -159,7 +159,6 @@ def test_more_workers_than_the_cluster_holds_is_an_error_not_a_hang(tmp_path, ca
             "trainer.num_workers=8",
             "trainer.epochs=1",
         )
-    assert time.perf_counter() - started < 30
 
 
 def test_elastic_horovod_trains_and_recovers_from_a_killed_worker(tmp_path, cache_dir, caplog):
@@ -235,12 +234,12 @@ def test_distributed_trainers_need_ray(tmp_path, cache_dir):
         )
 
 
+@pytest.mark.timeout(300)  # retried three times, it would run past this
 @pytest.mark.parametrize("trainer", ["horovod", "ddp"])
 def test_an_error_in_the_training_code_stops_at_once(tmp_path, cache_dir, trainer, caplog):
     """Retries are for lost workers: an exception raised by the training code (here a bad
     early-stopping metric, found inside the workers) ends the run with its message, untried again."""
     caplog.set_level("INFO")
-    started = time.perf_counter()
     with pytest.raises(UserError, match=r"trainer.early_stopping.metric=label/bogus is unknown"):
         run(
             tmp_path / "run",
@@ -253,7 +252,6 @@ def test_an_error_in_the_training_code_stops_at_once(tmp_path, cache_dir, traine
             "loader=local",
         )
     assert "a training worker failed" not in caplog.text
-    assert time.perf_counter() - started < 90
 
 
 def test_the_design_card_command_trains_with_workers_on_ray(tmp_path, cache_dir, caplog):
