@@ -1,10 +1,22 @@
-"""The tests' fixtures; their helpers are in helpers.py (importing it also sets the tests'
-environment: no Ray token authentication, no cloud metadata lookups, the config schemas)."""
+"""The tests' environment and fixtures; their helpers are in helpers.py."""
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
-from helpers import free_port, mixed_table, start_test_ray
+from helpers import ROOT, free_port, mixed_table, start_test_ray
+
+from runner.config import register_configs
+
+
+def pytest_configure(config):
+    # Test clusters are throw-away: no token authentication.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # botocore never asks a cloud metadata service for credentials from these tests.
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    sys.path.insert(0, str(ROOT))  # bench/ (its load generator, its probe) is the tests' too
+    register_configs()  # the config schemas Hydra composes against
 
 
 @pytest.fixture

@@ -14,19 +14,11 @@ import pyarrow.parquet as pq
 import pytest  # approx in assert_close
 from hydra import compose, initialize_config_dir
 
-from runner.config import register_configs
 from runner.ports import free_ports
 from runner.processing.split import SPLIT_NAMES
 
-# Test clusters are throw-away: no token authentication.
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-# botocore never asks a cloud metadata service for credentials from these tests.
-os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
-
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-sys.path.insert(0, str(ROOT))  # bench/ (its load generator, its probe) is the tests' too
-register_configs()
 
 # Tiny, fast training settings for tests that do not measure quality.
 FAST = ["trainer.epochs=3", "trainer.progress_bar=false"]
