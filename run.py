@@ -1,6 +1,5 @@
-"""The one entry point: python run.py [command=<name>] [overrides], where <name> is one of
-experiment (the default), preprocess, train, evaluate, predict, serve, export, init
-(runner.config.COMMANDS)."""
+"""The one entry point: python run.py [command=<name>] [overrides]; the commands are in
+runner/command_table.py, and `python run.py --help` lists them."""
 
 import logging
 import sys

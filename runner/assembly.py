@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner.backends.base import Backend
 from runner.backends.early import TRAINING_COMMANDS, decide_backend
+from runner.command_table import commands_where
 from runner.config import FeatureConfig, RunConfig, TrainerConfig, check_config
 from runner.errors import UserError
 from runner.loading.base import Loader
@@ -286,8 +287,7 @@ def assemble(
     )
 
 
-# Commands that read the feature lists from the config (the others from a saved model).
-FEATURE_COMMANDS = ("experiment", "preprocess", "train", "init")
+FEATURE_COMMANDS = commands_where("reads_features")
 
 
 def _infer_features(cfg: DictConfig, settings: RunConfig, source: DataSource, run_dir: Path):

@@ -1,9 +1,8 @@
-"""The commands of run.py: experiment, preprocess, train, evaluate, predict, serve, export,
-init (the table at the bottom of this file; runner.config.COMMANDS lists the same names).
+"""The commands of run.py: command=<name> runs command_<name> here (runner/command_table.py
+lists them and what each needs).
 
 run_command reads top to bottom: assemble the run (config checked, backend
-decided), enter the backend, resolve the remaining `auto` choices, run the
-command from the table at the bottom of this file.
+decided), enter the backend, resolve the remaining `auto` choices, run the command.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, cast
 from omegaconf import DictConfig, OmegaConf
 
 from runner.backends.horovod import launched_rank
+from runner.command_table import commands_where
 from runner.errors import UserError
 from runner.reports.figures import FigureQueue
 
@@ -31,9 +31,7 @@ if TYPE_CHECKING:  # imported where used: logger=mlflow's process starts before 
 log = logging.getLogger(__name__)
 
 
-# The commands that write results (metrics, figures, report.html; MLflow under
-# logger=mlflow): they train or evaluate a model.
-RESULT_COMMANDS = ("experiment", "train", "evaluate")
+RESULT_COMMANDS = commands_where("writes_results")
 
 
 def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
@@ -72,7 +70,7 @@ def _run_command(cfg: DictConfig, run_dir: str | Path, settings, early) -> dict:
         with plan.backend:
             _share_run_dir(plan)
             run = plan.resolve()
-            command = COMMANDS[run.settings.command]
+            command = command_function(run.settings.command)
             if run.settings.command not in RESULT_COMMANDS:
                 return command(run)
             with _tracked(run, sidecar) as tracker:
@@ -646,14 +644,6 @@ def command_init(run: Run) -> dict:
     return {}
 
 
-# command=<name> -> what it runs (runner.config.COMMANDS lists the same names).
-COMMANDS: dict[str, Callable[..., dict]] = {
-    "experiment": command_experiment,
-    "preprocess": command_preprocess,
-    "train": command_train,
-    "evaluate": command_evaluate,
-    "predict": command_predict,
-    "serve": command_serve,
-    "export": command_export,
-    "init": command_init,
-}
+def command_function(name: str) -> Callable[..., dict]:
+    """What command=<name> runs: command_<name> above."""
+    return globals()[f"command_{name}"]

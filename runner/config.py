@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from runner.command_table import COMMANDS, help_template
 from runner.errors import UserError
 from runner.overrides import closest_choice, unknown_key_line
 
@@ -31,16 +32,6 @@ def II(interpolation: str) -> Any:
     return "${" + interpolation + "}"
 
 
-COMMANDS = (
-    "experiment",
-    "preprocess",
-    "train",
-    "evaluate",
-    "predict",
-    "serve",
-    "export",
-    "init",
-)
 # auto: the model family's own (a network's TorchScript, the trees' LightGBM text model, an
 # ensemble's members each in theirs)
 EXPORT_FORMATS = ("auto", "torchscript", "lightgbm")
@@ -886,7 +877,7 @@ class RunConfig:
     report: ReportConfig = field(default_factory=ReportConfig)
 
     def __post_init__(self):
-        _one_of(self.command, COMMANDS, "command")
+        _one_of(self.command, tuple(COMMANDS), "command")
 
 
 def _unknown_keys(node, path: str):
@@ -947,10 +938,12 @@ def register_configs() -> None:
     cs.store(name="loader_auto_schema", node=AutoLoaderConfig)
     cs.store(name="dataset_schema", node=DatasetConfig)
     cs.store(name="model_schema", node=ModelConfig)
-    # What model configs written before 0.2 (command=init's, the docs') name in their defaults.
-    cs.store(group="model", name="model_schema", node=ModelConfig)
     cs.store(name="logger_schema", node=LoggerConfig)
     cs.store(name="hydra_sweeper_tune_schema", node=TuneSweeperConfig)
+    # --help: what the runner does, its first commands and its groups (conf/config.yaml picks it).
+    cs.store(
+        group="hydra/help", name="runner", node={"app_name": "run.py", "template": help_template()}
+    )
 
 
 def unknown_group_option(args: list[str], conf_dir: Path) -> str | None:

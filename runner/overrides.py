@@ -11,6 +11,8 @@ _MERGING = re.compile(r"^Error merging override (?P<line>.+)$")
 _APPEND = re.compile(r"To append to your config use \+(?P<line>.+)$", re.MULTILINE)
 _AMBIGUOUS = re.compile(r"^Ambiguous value for argument '(?P<line>[^']+)'")
 _TYPES = {"Integer": "a whole number", "Float": "a number"}
+# A model config from before the schemas left the groups names `- model_schema` in its defaults.
+_OLD_SCHEMA = re.compile(r"^In '(?P<config>[^']+)': Could not load 'model/model_schema'")
 
 
 def say_override_errors_in_one_line() -> None:
@@ -52,6 +54,12 @@ def override_problem(error: BaseException) -> str | None:
     if not isinstance(error, ConfigCompositionException):
         return None
     message, cause = str(error), error.__cause__
+    old_schema = _OLD_SCHEMA.match(message)
+    if old_schema:
+        return (
+            f"{old_schema['config']}.yaml names `- model_schema` in its defaults, an old form: "
+            "write `- /model_schema@_here_` instead (what command=init writes)"
+        )
     ambiguous = _AMBIGUOUS.match(message)
     if ambiguous:
         key, _, value = ambiguous["line"].partition("=")

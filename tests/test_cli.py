@@ -340,9 +340,29 @@ def test_bad_input_is_one_clear_line(tmp_path, case):
     assert not list(cache.glob("*/meta.json")) and not list(cache.glob("*/data-*"))
 
 
-def test_help_lists_only_real_options():
+def test_help_opens_with_what_the_runner_does_and_lists_only_real_options():
+    from runner import commands
+    from runner.command_table import COMMANDS
+
     result = run_cli("--help")
     assert result.returncode == 0
+    assert result.stdout.startswith("run.py trains a model on a table")
+    assert "powered by Hydra" not in result.stdout
+    for name, command in COMMANDS.items():  # each listed, and each runs a function
+        assert f"command={name}" in result.stdout and command.summary in result.stdout
+        assert callable(commands.command_function(name))
     assert "processor: arrow, auto, dask, modin, pandas" in result.stdout
     assert "backend: auto, horovod, local, ray" in result.stdout
-    assert "_schema" not in result.stdout.replace("model_schema", "")  # kept for old configs
+    assert "_schema" not in result.stdout
+    assert "hidden_size" not in result.stdout  # the settings are --cfg job's, not the help's
+
+
+def test_a_model_config_in_the_old_form_is_told_the_new_one(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "old.yaml").write_text("defaults:\n  - model_schema\n  - _self_\n")
+    result = run_cli("--config-dir", str(tmp_path), "model=old", "command=init")
+    assert result.returncode == 2
+    assert error_lines(result) == [
+        "error: model/old.yaml names `- model_schema` in its defaults, an old form: "
+        "write `- /model_schema@_here_` instead (what command=init writes)"
+    ]

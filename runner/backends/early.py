@@ -15,10 +15,10 @@ from runner.backends.auto import AutoBackend
 from runner.backends.base import Backend
 from runner.backends.horovod import HorovodBackend
 from runner.backends.ray import RayBackend
+from runner.command_table import commands_where
 from runner.config import RunConfig
 
-# The commands that train: the ones where a trainer's need for Ray is certain.
-TRAINING_COMMANDS = ("experiment", "train")
+TRAINING_COMMANDS = commands_where("trains")
 
 
 def decide_backend(cfg: DictConfig, settings: RunConfig, components: str | None = None) -> Backend:
