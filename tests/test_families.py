@@ -16,6 +16,7 @@ from runner.errors import UserError
 from runner.model.artifact import SavedModel
 from runner.model.ensemble import EnsembleModel
 from runner.model.gbm import TreeModel
+from runner.training import families
 
 INPUTS = MIXED_MODEL[0]
 OUTPUTS = {"good": "binary", "grade": "category", "value": "number"}
@@ -66,7 +67,11 @@ def test_trees_train_on_each_output_type_and_predict_raw_rows_as_the_cache(
     assert (run_dir / "model" / "booster.txt").exists()
     assert not (run_dir / "model" / "weights.pt").exists()
     saved = json.loads((run_dir / "metrics.json").read_text())
-    assert saved["training"]["gbm_rounds"] >= 1
+    training = saved["training"]
+    assert 1 <= training["gbm_rounds"] <= training["gbm_rounds_run"]
+    # The loss curve at most CURVE_POINTS rounds (and the kept one), not every round.
+    assert training["epochs_run"] <= families.CURVE_POINTS + 2
+    assert training["epochs_run"] < training["gbm_rounds_run"]
     # The Predictor on the test rows' raw values answers what the cache's test split got.
     predictions = pd.read_parquet(run_dir / "predictions.parquet")
     raw = pd.read_csv(data / "train.csv").iloc[predictions["row"]]
@@ -253,3 +258,16 @@ def test_trees_train_data_parallel_on_ray_at_the_accuracy_of_one_worker(data, tr
     assert saved["training"]["world_size"] == 2 and saved["training"]["gbm_rounds"] >= 1
     assert abs(metrics["test"]["good/roc_auc"] - local["test"]["good/roc_auc"]) < 0.02
     assert isinstance(Predictor.load(run_dir / "model").saved.model, TreeModel)
+
+
+def test_training_metrics_of_fitted_models_come_from_evenly_spread_rows():
+    import torch
+
+    from runner.loading.tensors import TensorTable
+
+    rows = torch.arange(10)
+    table = TensorTable({"x": rows.float()}, {"y": rows * 2}, rows + 100)
+    spread = families._spread(table, 4)
+    assert spread.row_ids.tolist() == [100, 103, 106, 109]  # the first and last rows, even steps
+    assert spread.targets["y"].tolist() == [0, 6, 12, 18]
+    assert families._spread(table, 20) is table
