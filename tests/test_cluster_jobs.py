@@ -13,9 +13,18 @@ from pathlib import Path
 
 import pytest
 import requests
-from helpers import ROOT, error_lines, free_port, free_ports, run_cli, wait_until_serving
+from helpers import (
+    ROOT,
+    error_lines,
+    free_port,
+    free_ports,
+    run_cli,
+    start_serve,
+    stop_serve,
+    wait_until_serving,
+)
 
-from bench.ray_head import stop_ray  # helpers put the checkout on the path
+from bench.ray_head import stop_ray  # conftest puts the checkout on the path
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 BIN = Path(sys.executable).parent
@@ -444,7 +453,6 @@ def test_serve_on_an_attached_cluster_takes_the_clusters_ingress(head, tmp_path)
     """command=serve attached to a `ray start` cluster (started without HAProxy's flag): the
     run leaves the ingress and the port to the cluster, says so, and serves through Serve's
     proxy there; SIGTERM shuts Serve down and the cluster goes on."""
-    import signal
 
     import psutil
 
@@ -458,26 +466,14 @@ def test_serve_on_an_attached_cluster_takes_the_clusters_ingress(head, tmp_path)
         f"hydra.run.dir={tmp_path / 'train'}",
     )
     assert train.returncode == 0, train.stderr[-3000:]
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "run.py"),
-            "command=serve",
-            f"model_dir={tmp_path / 'train' / 'model'}",
-            "backend=ray",
-            "backend.address=auto",
-            f"serve.port={port}",
-            "serve.resources_per_replica={CPU:0.5}",
-            f"hydra.run.dir={tmp_path / 'serve'}",
-        ],
-        cwd=ROOT,
+    process, url = start_serve(
+        tmp_path / "train" / "model",
+        tmp_path / "serve",
+        "backend=ray",
+        "backend.address=auto",
+        "serve.resources_per_replica={CPU:0.5}",
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
     )
-    url = f"http://127.0.0.1:{port}"
     try:
         wait_until_serving(process, f"{url}/health")
         row = {"x1": 1.0, "x2": 2.0, "x3": 0.5, "x4": None, "color": "red", "city": "a"}
@@ -485,8 +481,7 @@ def test_serve_on_an_attached_cluster_takes_the_clusters_ingress(head, tmp_path)
         assert answer.status_code == 200 and "label_probability" in answer.json()[0]
         assert not [p for p in psutil.process_iter(["name"]) if p.info["name"] == "haproxy"]
     finally:
-        process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=120)[0]
+        output = stop_serve(process, timeout=120)
     assert process.returncode == 0, output[-3000:]
     assert "whose environment picks the ingress" in output
     assert "attached to the cluster at" in output

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import free_port, run_cli
 
-from bench.ray_head import stop_ray  # helpers put the checkout on the path
+from bench.ray_head import stop_ray  # conftest puts the checkout on the path
 
 pytestmark = [
     pytest.mark.distributed,

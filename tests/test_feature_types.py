@@ -3,15 +3,20 @@ by its module (`type: percent_type`) and trains, predicts and serves like a buil
 
 import json
 import os
-import signal
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 import requests
-from helpers import ROOT, error_lines, free_port, run_cli, run_experiment, wait_until_serving
+from helpers import (
+    ROOT,
+    error_lines,
+    run_cli,
+    run_experiment,
+    start_serve,
+    stop_serve,
+    wait_until_serving,
+)
 
 from runner import Predictor
 from runner.errors import UserError
@@ -100,23 +105,12 @@ def test_a_type_of_the_tests_own_is_served_over_http(trained, tmp_path):
     """command=serve on its own Ray: the replica imports the type's module as every process
     does, and answers what the Predictor answers."""
     root, run_dir, _ = trained
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "run.py"),
-            "command=serve",
-            f"model_dir={run_dir / 'model'}",
-            f"serve.port={port}",
-            "backend.ray.num_cpus=2",
-            f"hydra.run.dir={tmp_path / 'serve'}",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    process, url = start_serve(
+        run_dir / "model",
+        tmp_path / "serve",
+        "backend.ray.num_cpus=2",
         env={**os.environ, "RAY_ADDRESS": "", **PLUGIN_ENV},
     )
-    url = f"http://127.0.0.1:{port}"
     try:
         wait_until_serving(process, f"{url}/health")
         frame = pd.read_csv(root / "sales.csv").head(20)
@@ -132,6 +126,5 @@ def test_a_type_of_the_tests_own_is_served_over_http(trained, tmp_path):
         bad = requests.post(f"{url}/predict", json=[{"discount": "lots", "noise": 0.1}], timeout=30)
         assert bad.status_code == 422 and "'lots'" in bad.json()["error"]
     finally:
-        process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=90)[0]
+        output = stop_serve(process)
     assert process.returncode == 0, output[-3000:]

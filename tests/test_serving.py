@@ -4,8 +4,6 @@ while the server keeps serving."""
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,12 +14,13 @@ import pytest
 import requests
 from helpers import (
     MIXED_MODEL,
-    ROOT,
     error_lines,
     free_port,
     mixed_table,
     run_cli,
     run_experiment,
+    start_serve,
+    stop_serve,
     wait_until_serving,
 )
 
@@ -341,24 +340,9 @@ def test_serve_command_runs_until_sigterm(model, tmp_path, ingress):
     request gets its 4xx through it, and it goes with the command."""
     import psutil
 
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "run.py"),
-            "command=serve",
-            f"model_dir={model['dir']}",
-            f"serve.port={port}",
-            f"serve.ingress={ingress}",
-            "backend.ray.num_cpus=2",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "RAY_ADDRESS": ""},
+    process, url = start_serve(
+        model["dir"], tmp_path / "run", f"serve.ingress={ingress}", "backend.ray.num_cpus=2"
     )
-    url = f"http://127.0.0.1:{port}"
     haproxies = []
     try:
         wait_until_serving(process, f"{url}/health")
@@ -378,8 +362,7 @@ def test_serve_command_runs_until_sigterm(model, tmp_path, ingress):
                 pass
         assert bool(haproxies) == (ingress == "haproxy")
     finally:
-        process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=90)[0]
+        output = stop_serve(process)
     assert process.returncode == 0, output[-3000:]
     assert f"serving at {url}" in output
     deadline = time.time() + 30  # Ray's proxy process may take a moment to go

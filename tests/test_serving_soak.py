@@ -2,18 +2,15 @@
 and SIGTERM while requests are in flight: real processes, a real HTTP client."""
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 import requests
-from helpers import ROOT, free_port, run_experiment, wait_until_serving
+from helpers import run_experiment, start_serve, wait_until_serving
 
-from bench.probe import replicas_running  # helpers put bench/ on the path
+from bench.probe import replicas_running  # conftest puts bench/ on the path
 from bench.soak import Soak, replica_pids
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -31,25 +28,13 @@ def served(tmp_path_factory):
         "dataset.synthetic_rows=3000",
         "trainer.epochs=2",
     )
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "run.py"),
-            "command=serve",
-            f"model_dir={work / 'train' / 'model'}",
-            f"serve.port={port}",
-            "serve.num_replicas=2",
-            "serve.resources_per_replica={CPU:0.5}",
-            "backend.ray.num_cpus=2",
-            f"hydra.run.dir={work / 'serve'}",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "RAY_ADDRESS": ""},
+    process, url = start_serve(
+        work / "train" / "model",
+        work / "serve",
+        "serve.num_replicas=2",
+        "serve.resources_per_replica={CPU:0.5}",
+        "backend.ray.num_cpus=2",
     )
-    url = f"http://127.0.0.1:{port}"
     wait_until_serving(process, f"{url}/health", 180, replicas_running(2))
     from runner.processing.synthetic import make_synthetic
 

@@ -30,7 +30,9 @@ def local_sweep(tmp_path, *overrides):
 
 
 @pytest.mark.distributed
-def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
+def test_ray_launcher_three_families_train_on_two_workers_and_preprocess_once(tmp_path):
+    """The network (Horovod), the trees (LightGBM data-parallel on Ray Train) and their
+    ensemble as three trials of one sweep on the Ray launcher, each on two workers."""
     sweep_dir, cache = tmp_path / "sweep", tmp_path / "cache"
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
     result = run_cli(
@@ -43,7 +45,7 @@ def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
         "trainer.epochs=3",
         "trainer.progress_bar=false",
         "dataset.synthetic_rows=4000",
-        "trainer.learning_rate=0.001,0.003,0.01",
+        "model.family=network,gbm,ensemble",
         "sweep.objective=val/roc_auc",
         "logger=mlflow",
         f"logger.mlflow.tracking_uri={tracking}",
@@ -63,7 +65,7 @@ def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
     assert {c.data.tags["runner.trial_status"] for c in children} == {"completed"}
     assert parents[0].data.metrics["sweep/trials_completed"] == 3
     assert report["objective"].is_monotonic_decreasing  # best (highest AUC) first
-    assert sorted(report["param:trainer.learning_rate"].astype(float)) == [0.001, 0.003, 0.01]
+    assert sorted(report["param:model.family"]) == ["ensemble", "gbm", "network"]
     for name in ("sweep_report.md", "sweep_report.png"):
         assert (sweep_dir / name).stat().st_size > 0
     assert list((sweep_dir / "tensorboard").glob("trial-*/**/events.out.tfevents.*"))
@@ -78,7 +80,11 @@ def test_ray_launcher_three_horovod_trials_preprocess_once(tmp_path):
         record = json.loads((sweep_dir / str(trial) / "trial.json").read_text())
         metrics = json.loads((sweep_dir / str(trial) / "metrics.json").read_text())
         assert record["value"] == pytest.approx(metrics["validation"]["label/roc_auc"])
-        assert len(list((sweep_dir / str(trial) / "workers").glob("rank-*.json"))) == 2
+        assert metrics["training"]["world_size"] == 2
+        family = next(o.split("=")[1] for o in record["overrides"] if "model.family" in o)
+        saved = {p.name for p in (sweep_dir / str(trial) / "model").rglob("*")}  # members/ too
+        assert ("booster.txt" in saved) == (family != "network"), saved
+        assert ("weights.pt" in saved) == (family != "gbm"), saved
 
 
 @pytest.mark.distributed

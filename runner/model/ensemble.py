@@ -59,14 +59,19 @@ class EnsembleModel:
         outputs = {name: m(inputs) for name, m in self.members.items() if self.weights[name] > 0}
         combined = {}
         for spec in self.layout.outputs:
-            averaged = sum(
-                self.weights[name] * spec.head.to_space(out[spec.name].float().numpy())
-                for name, out in outputs.items()
-            )
-            combined[spec.name] = torch.from_numpy(
-                spec.head.to_logits(np.asarray(averaged)).astype(np.float32)
-            )
+            spaces = {
+                n: spec.head.to_space(out[spec.name].float().numpy()) for n, out in outputs.items()
+            }
+            combined[spec.name] = torch.from_numpy(self.logits_from(spec, spaces))
         return combined
+
+    def logits_from(self, spec: OutputSpec, spaces: dict[str, np.ndarray]) -> np.ndarray:
+        """The ensemble's logits of one output from its members' predictions in averaging
+        space (those with weight 0 may be left out)."""
+        averaged = sum(
+            self.weights[n] * space for n, space in spaces.items() if self.weights[n] > 0
+        )
+        return spec.head.to_logits(np.asarray(averaged)).astype(np.float32)
 
 
 class EnsembleFamily:

@@ -63,7 +63,7 @@ def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, tr
         alone = EnsembleModel({"network": network.model}, {"network": 1.0}, layout)
         return replace(network, model=alone, family={"ensemble_weights": {"network": 1.0}})
     tables = _read(splits, "train", layout), _read(splits, "validation", layout)
-    trees = fit_trees(splits, meta, model, trainer.settings, workers, tables)
+    trees = fit_trees(splits, meta, model, trainer.settings, workers, tables, scored=False)
     return combine(network, trees, tables, meta, model)
 
 
@@ -116,9 +116,12 @@ def fit_trees(
     trainer: TrainerConfig,
     workers: tuple[int, dict] = (1, {}),
     tables: tuple[TensorTable, TensorTable] | None = None,
+    scored: bool = True,
 ) -> TrainingResult:
     """One booster on the training split, early-stopped on the validation split: here, or
-    data-parallel on Ray Train's LightGBMTrainer with `workers` = (count, resources each)."""
+    data-parallel on Ray Train's LightGBMTrainer with `workers` = (count, resources each).
+    `scored`: with its train and validation metrics (an ensemble's member goes without: the
+    ensemble's own are what count)."""
     started = time.perf_counter()
     layout = Layout.from_meta(meta, model)
     check_tree_outputs(layout, model.family)
@@ -148,7 +151,7 @@ def fit_trees(
     )
     train, validation = tables or tuple(_read(splits, s, layout) for s in ("train", "validation"))
     tree = TreeModel(booster, layout, model.gbm.num_threads)
-    result = _result(tree, layout, meta, model, train, validation, evals, rounds)
+    result = _result(tree, layout, meta, train, validation, evals, rounds, scored)
     result.train_seconds = time.perf_counter() - started
     result.step_seconds = fit_seconds
     result.samples_seen = len(train) * rounds
@@ -328,18 +331,13 @@ def _tree_worker(config: dict) -> None:
         config["out"].put((booster.model_to_string(), booster.best_iteration, evals, seconds))
 
 
-def _result(model, layout, meta, settings, train, validation, evals, best) -> TrainingResult:
+def _result(model, layout, meta, train, validation, evals, best, scored=True) -> TrainingResult:
     """A TrainingResult for a model fitted outside the loop: the loss curve at the rounds the
     training loss was recorded (at most CURVE_POINTS), and the scoring path's metrics on
     train and validation at the kept round, as the entry of that round."""
     decoders = Decoders(meta)
-    metrics = {
-        name: _metrics(model, layout, decoders, table)
-        for name, table in (
-            ("train", _spread(train, TRAIN_METRIC_ROWS)),
-            ("validation", validation),
-        )
-    }
+    tables = (("train", _spread(train, TRAIN_METRIC_ROWS)), ("validation", validation))
+    metrics = {name: _metrics(model, layout, decoders, t) if scored else {} for name, t in tables}
     train_losses: dict[int, float] = evals.get("train_rounds", {})
     validation_losses: list = next(iter(evals.get("validation", {}).values()), [])
     history = []
@@ -423,10 +421,13 @@ def combine(network: TrainingResult, trees: TrainingResult, tables, meta, model)
     )
     ensemble = EnsembleModel(members, weights, layout)
     decoders = Decoders(meta)
-    metrics = {
-        name: _metrics(ensemble, layout, decoders, table)
-        for name, table in (("train", train), ("validation", validation))
-    }
+    metrics = {"train": _metrics(ensemble, layout, decoders, _spread(train, TRAIN_METRIC_ROWS))}
+    if len(validation):  # from the members' predictions the weights were chosen on
+        logits = {spec.name: ensemble.logits_from(spec, predictions)}
+        targets = {k: v.numpy() for k, v in validation.targets.items()}
+        metrics["validation"] = compute_metrics(layout, decoders, logits, targets)
+    else:
+        metrics["validation"] = {}
     history = [dict(h) for h in network.history]
     best = network.best_epoch
     for entry in history:

@@ -34,7 +34,7 @@ def feature_type(kind: str) -> type[Feature] | None:
     None for a name that is neither."""
     cls = FEATURE_TYPES.get(kind)
     if cls is None and isinstance(kind, str):
-        module, _ = find_plugin(kind)
+        module, _, _ = find_plugin(kind)
         cls = module.FEATURE if module is not None else None
     return cls
 
@@ -44,21 +44,21 @@ def build_feature(cfg: dict, role: str) -> Feature:
     kind: Any = cfg.get("type")  # whatever the config holds; checked below
     if not name:
         raise UserError(f"an {role} feature has no name; every feature needs name and type")
-    allowed = sorted(t for t, c in FEATURE_TYPES.items() if role == "input" or c.output_allowed)
-    cls = FEATURE_TYPES.get(kind)
-    if cls is None or kind not in allowed:
-        module, why = find_plugin(kind) if cls is None and isinstance(kind, str) else (None, "")
-        if module is None:
-            yours = (
-                f" (a type of your own: {why})"
-                if why.startswith("the module")
-                else ", or a module of yours that defines a feature type"
-            )
-            raise UserError(
-                f"{role} feature '{name}' has unknown type '{kind}'; known {role} types: "
-                f"{', '.join(allowed)}{yours}"
-            )
-        cls = module.FEATURE
+    cls = feature_type(kind)
+    if cls is None or (role == "output" and kind in FEATURE_TYPES and not cls.output_allowed):
+        allowed = sorted(t for t, c in FEATURE_TYPES.items() if role == "input" or c.output_allowed)
+        _, why, imported = (
+            find_plugin(kind) if cls is None and isinstance(kind, str) else ("", "", False)
+        )
+        yours = (
+            f" (a type of your own: {why})"
+            if imported
+            else ", or a module of yours that defines a feature type"
+        )
+        raise UserError(
+            f"{role} feature '{name}' has unknown type '{kind}'; known {role} types: "
+            f"{', '.join(allowed)}{yours}"
+        )
     if role == "output" and not cls.output_allowed:
         raise UserError(f"{role} feature '{name}': type '{kind}' cannot be an output")
     return cls(cfg, role)

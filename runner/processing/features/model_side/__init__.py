@@ -44,28 +44,31 @@ def plugin_module(type_name: str) -> ModuleType:
     fitting and transforming) and MODEL_SIDE (a ModelSide: its batch columns and, as an output,
     its head), each with type_name = the module's name. The saved model names the module, so
     every scorer imports it the same way."""
-    module, why = find_plugin(type_name)
+    module, why, _ = find_plugin(type_name)
     if module is None:
         raise UserError(f"feature type '{type_name}' is not built in and {why}")
     return module
 
 
 @cache
-def find_plugin(type_name: str) -> tuple[ModuleType | None, str]:
-    """(the module, "") or (None, why it is no feature type of your own)."""
+def find_plugin(type_name: str) -> tuple[ModuleType | None, str, bool]:
+    """(the module, "", True), or (None, why it is no feature type of your own, whether a
+    module of that name imported)."""
     if not all(part.isidentifier() for part in type_name.split(".")):
-        return None, "cannot name a module"
+        return None, "cannot name a module", False
     try:
         module = import_module(type_name)
     except ImportError as error:
-        return None, f"no module of that name imports ({error}; is it on PYTHONPATH?)"
+        return None, f"no module of that name imports ({error}; is it on PYTHONPATH?)", False
     names = {getattr(getattr(module, part, None), "type_name", None) for part in PLUGIN_PARTS}
     if names != {type_name}:
-        return None, (
+        return (
+            None,
             f"the module '{type_name}' defines no feature type (FEATURE and MODEL_SIDE, each "
-            f"with type_name '{type_name}')"
+            f"with type_name '{type_name}')",
+            True,
         )
-    return module, ""
+    return module, "", True
 
 
 PLUGIN_PARTS = ("FEATURE", "MODEL_SIDE")
