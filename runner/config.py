@@ -183,6 +183,9 @@ class GBMConfig:
 
 
 MODEL_FAMILIES = ("network", "gbm", "ensemble")
+# The output types whose model side says trees can fit them (ModelSide.trees): the config sits
+# below the features' layer, so it keeps the names; tests/test_families.py checks they agree.
+TREE_OUTPUT_TYPES = ("binary", "category", "number")
 
 
 @dataclass
@@ -288,11 +291,8 @@ class ModelConfig:
 
     @staticmethod
     def trees_fit(outputs) -> bool:
-        """Trees (model.family gbm, ensemble) predict one output of a type they can fit (its
-        model side says: binary, category, number)."""
-        from runner.processing.features.model_side import model_side
-
-        return len(outputs) == 1 and model_side(outputs[0].type).trees
+        """Trees (model.family gbm, ensemble) predict one binary, category or number output."""
+        return len(outputs) == 1 and outputs[0].type in TREE_OUTPUT_TYPES
 
     def pick_family(self) -> tuple[str, str]:
         """model.family, or its auto pick for these outputs, and why (docs/accuracy.md)."""

@@ -271,3 +271,10 @@ def test_training_metrics_of_fitted_models_come_from_evenly_spread_rows():
     assert spread.row_ids.tolist() == [100, 103, 106, 109]  # the first and last rows, even steps
     assert spread.targets["y"].tolist() == [0, 6, 12, 18]
     assert families._spread(table, 20) is table
+
+
+def test_the_configs_tree_output_types_are_those_whose_model_side_says_so():
+    from runner.config import TREE_OUTPUT_TYPES
+    from runner.processing.features.model_side import MODEL_SIDES
+
+    assert set(TREE_OUTPUT_TYPES) == {name for name, side in MODEL_SIDES.items() if side.trees}
