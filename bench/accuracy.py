@@ -159,7 +159,8 @@ def run_ours(
         "value": report["test"][f"{TARGET}/{metric}"],
         "validation": report["validation"][f"{TARGET}/{metric}"],
         "wall_seconds": wall,
-        "epochs": report["training"].get("epochs_run"),
+        # The trees' rounds (their curve has about 100 points, not one per round).
+        "epochs": report["training"].get("gbm_rounds_run", report["training"].get("epochs_run")),
     }
 
 

@@ -305,16 +305,23 @@ def _baseline_check(run: Run, result, layout, metrics: dict) -> dict:
     """The best validation score of each output against the mean/majority baseline's on the
     same rows; logged as a warning, with what to change, for each output that does not beat it."""
     from runner.scoring.decoding import baseline_check
-    from runner.training.advice import training_advice
+    from runner.training.advice import Knobs, training_advice
 
     check = baseline_check(layout, metrics.get("validation", {}), result.validation_baseline)
     failing = [c for c in check.values() if not c["better"]]
     if failing:
+        patience, knobs = run.settings.trainer.early_stopping.patience, Knobs()
+        if "gbm_rounds" in result.family and "ensemble_weights" not in result.family:
+            gbm = run.settings.model.gbm  # the trees' curve: their rounds and settings
+            patience = gbm.early_stopping_rounds
+            knobs = Knobs(
+                "model.gbm.learning_rate",
+                "model.gbm.early_stopping_rounds",
+                "round",
+                gbm.learning_rate,
+            )
         advice = training_advice(
-            result.history,
-            result.best_epoch,
-            result.stopped_early,
-            run.settings.trainer.early_stopping.patience,
+            result.history, result.best_epoch, result.stopped_early, patience, knobs
         )
         for c in failing:
             c["advice"] = advice

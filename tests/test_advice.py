@@ -1,7 +1,7 @@
 """What the summary tells a user whose model does not beat the baseline, read off the run's
 training curve (runner/training/advice.py): the three shapes a curve takes."""
 
-from runner.training.advice import training_advice
+from runner.training.advice import Knobs, training_advice
 
 
 def curve(losses: list[float], rate: float = 0.003) -> list[dict]:
@@ -26,7 +26,7 @@ def test_a_loss_that_stalled_until_early_stopping_asks_for_more_patience_or_rate
 def test_a_loss_that_never_moved_asks_for_a_higher_rate():
     advice = training_advice(curve([1.02, 1.02, 1.0199], rate=1e-8), 3, False, 5)
     assert advice == (
-        "its training loss barely moved (1.0200 -> 1.0199 over 3 epochs): raise "
+        "its training loss barely moved (1.0200 -> 1.0199 by epoch 3): raise "
         "trainer.learning_rate (now 1e-08)"
     )
 
@@ -44,3 +44,13 @@ def test_a_loss_that_fell_without_validation_asks_to_check_the_inputs_or_lower_t
 
 def test_no_curve_still_gives_a_hint():
     assert "learning rate" in training_advice([], -1, False, 5)
+
+
+def test_trees_are_told_their_own_settings_by_round():
+    """The trees' curve has no rate in its records and counts boosting rounds."""
+    history = [{"epoch": r, "train": {"loss": 0.6931}} for r in (1, 20, 40)]
+    knobs = Knobs("model.gbm.learning_rate", "model.gbm.early_stopping_rounds", "round", 1e-5)
+    assert training_advice(history, 40, False, 50, knobs) == (
+        "its training loss barely moved (0.6931 -> 0.6931 by round 40): raise "
+        "model.gbm.learning_rate (now 1e-05)"
+    )

@@ -57,7 +57,7 @@ def two_hosts():
     sh(*inside, "ip", "route", "add", "default", "via", head)
     address = f"{head}:{free_port()}"
     try:
-        # helpers' RAY_AUTH_MODE=disabled reaches both nodes (ip netns exec keeps the environment).
+        # conftest's RAY_AUTH_MODE=disabled reaches both nodes (ip netns exec keeps the environment).
         sh(
             RAY,
             "start",

@@ -70,7 +70,7 @@ def test_trees_train_on_each_output_type_and_predict_raw_rows_as_the_cache(
     training = saved["training"]
     assert 1 <= training["gbm_rounds"] <= training["gbm_rounds_run"]
     # The loss curve at most CURVE_POINTS rounds (and the kept one), not every round.
-    assert training["epochs_run"] <= families.CURVE_POINTS + 2
+    assert 3 <= training["epochs_run"] <= families.CURVE_POINTS + 2
     assert training["epochs_run"] < training["gbm_rounds_run"]
     # The Predictor on the test rows' raw values answers what the cache's test split got.
     predictions = pd.read_parquet(run_dir / "predictions.parquet")

@@ -9,18 +9,32 @@ stopping ended it there (docs/accuracy.md)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 # A fall of the training loss smaller than this share counts as a stall.
 STALL = 0.01
 
 
+@dataclass(frozen=True)
+class Knobs:
+    """The settings the advice names: the network's (the default) or the trees'."""
+
+    rate_key: str = "trainer.learning_rate"
+    patience_key: str = "trainer.early_stopping.patience"
+    step: str = "epoch"  # what a record of the curve counts
+    rate: float | None = None  # when the records do not carry it (the network's do)
+
+
 def training_advice(
-    history: list[dict], best_epoch: int, stopped_early: bool, patience: int
+    history: list[dict], best_epoch: int, stopped_early: bool, patience: int, knobs=Knobs()
 ) -> str:
-    """One clause for the summary's warning, from the epoch records (runner/training/loop.py)."""
+    """One clause for the summary's warning, from the epoch records (runner/training/loop.py)
+    or the trees' rounds (runner/training/families.py)."""
     records = [h for h in history if "loss" in h.get("train", {})]
     if not records:
         return "check the features and their types, and the learning rate"
-    rate = f"{records[-1]['learning_rate']:g}"
+    rate = f"{records[-1].get('learning_rate', knobs.rate):g}"
+    step, rate_key = knobs.step, knobs.rate_key
     # Stopped early: did anything happen after the best epoch? Else: over the whole run.
     # Found by epoch number, as commands._best_metrics finds it, not by position in the list.
     first = records[0]
@@ -31,17 +45,16 @@ def training_advice(
     fall = (start - last) / abs(start) if start else 0.0
     if fall < STALL and stopped_early:
         return (
-            f"its training loss stalled after epoch {start_epoch} ({start:.4f} -> {last:.4f} by "
-            f"epoch {epochs}) and early stopping ended it there: raise "
-            f"trainer.early_stopping.patience (now {patience}) or trainer.learning_rate "
-            f"(now {rate})"
+            f"its training loss stalled after {step} {start_epoch} ({start:.4f} -> {last:.4f} by "
+            f"{step} {epochs}) and early stopping ended it there: raise "
+            f"{knobs.patience_key} (now {patience}) or {rate_key} (now {rate})"
         )
     if fall < STALL:
         return (
-            f"its training loss barely moved ({start:.4f} -> {last:.4f} over {len(records)} "
-            f"epochs): raise trainer.learning_rate (now {rate})"
+            f"its training loss barely moved ({start:.4f} -> {last:.4f} by {step} {epochs}): "
+            f"raise {rate_key} (now {rate})"
         )
     return (
         f"its training loss fell ({start:.4f} -> {last:.4f}) without validation following: "
-        f"check the features and their types, or lower trainer.learning_rate (now {rate})"
+        f"check the features and their types, or lower {rate_key} (now {rate})"
     )

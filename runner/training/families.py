@@ -207,7 +207,8 @@ def _boost(splits, meta, model, trainer, rank=0, size=1, network=None, tables=No
         **(network or {}),
     }
     evals: dict = {}
-    callbacks: list = [lgb.record_evaluation(evals), _TrainCurve(evals, settings.num_boost_round)]
+    curve = _TrainCurve(settings.num_boost_round)
+    callbacks: list = [lgb.record_evaluation(evals), curve]
     valid_sets: list = []
     valid_names: list[str] = []
     if len(validation):
@@ -227,19 +228,21 @@ def _boost(splits, meta, model, trainer, rank=0, size=1, network=None, tables=No
         valid_names=valid_names,
         callbacks=callbacks,
     )
+    # Beside record_evaluation's, not in it: it empties its dict at the first round.
+    evals["train_rounds"] = curve.losses
     return booster, evals, time.perf_counter() - started
 
 
 class _TrainCurve:
-    """A LightGBM callback that records the training loss at most CURVE_POINTS times (and at
-    the last round) into evals["train_rounds"] {round: loss}: the training split as a valid
-    set is scored every round, 22 of 75 s of boosting at 700k rows."""
+    """A LightGBM callback that records the training loss ({round: loss}) at the first round
+    and then every rounds / CURVE_POINTS (at most CURVE_POINTS + 1 points): the training split
+    as a valid set is scored every round, 22 of 75 s of boosting at 700k rows."""
 
-    order = 21  # after record_evaluation (20), before early stopping (30) may end the rounds
-
-    def __init__(self, evals: dict, rounds: int):
-        self.losses: dict[int, float] = evals.setdefault("train_rounds", {})
-        self.every = max(1, rounds // CURVE_POINTS)
+    def __init__(self, rounds: int):
+        # An instance attribute: lgb.train gives callbacks without one an order of its own.
+        self.order = 21  # after record_evaluation (20), before early stopping (30)
+        self.losses: dict[int, float] = {}
+        self.every = max(1, -(-rounds // CURVE_POINTS))
         self.rounds = rounds
 
     def __call__(self, env) -> None:
@@ -253,9 +256,9 @@ class _SchedulerReports:
     sweep's scheduler as one epoch (ASHA's rungs count trainer.epochs), with the validation
     metrics the objective names; a stop ends boosting at the best round so far."""
 
-    order = 31  # after record_evaluation (20) and early stopping (30)
-
     def __init__(self, layout, meta, validation: TensorTable, settings, trainer, evals: dict):
+        # An instance attribute: lgb.train gives callbacks without one an order of its own.
+        self.order = 31  # after record_evaluation (20) and early stopping (30)
         self.evals = evals  # record_evaluation's, filled before this runs (order)
         self.every = max(1, -(-settings.num_boost_round // trainer.epochs))
         self.epochs = trainer.epochs
@@ -363,7 +366,7 @@ def _result(model, layout, meta, train, validation, evals, best, scored=True) ->
     )
 
 
-# A model fitted outside the loop (trees, the ensemble) reports its training loss at most this
+# A model fitted outside the loop (trees, the ensemble) records its training loss about this
 # many times, and its training metrics from at most TRAIN_METRIC_ROWS training rows, evenly
 # spaced: scoring 700k rows with 1,700 trees took 46 of the 80 s between boosting and the
 # test split at 1M rows (the network's come from its epochs' running sums). Validation and
