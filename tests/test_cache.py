@@ -159,6 +159,7 @@ def test_failed_build_leaves_nothing_readable(tmp_path, cache_dir):
     assert len(entries(cache_dir)) == 1
 
 
+@pytest.mark.slow
 def test_killed_build_is_never_read(tmp_path, cache_dir):
     """SIGKILL a real preprocessing run mid-build: no complete-looking entry appears,
     and the next run rebuilds."""

@@ -10,6 +10,7 @@ from helpers import error_lines, mixed_table, run_cli
 OUTPUTS = ("model", "model.yaml", "metrics.json", "predictions.parquet", "learning_curves.png")
 
 
+@pytest.mark.slow
 def test_default_experiment_beats_the_majority_baseline(tmp_path):
     run_dir = tmp_path / "run"
     result = run_cli(
@@ -27,6 +28,7 @@ def test_default_experiment_beats_the_majority_baseline(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_every_command_through_the_cli(tmp_path):
     cache = {"TABULAR_RUNNER_CACHE": str(tmp_path / "cache")}
     data = tmp_path / "mixed.csv"
@@ -310,6 +312,7 @@ BAD_INPUTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_bad_input_is_one_clear_line(tmp_path, case):
     write_bad_inputs(tmp_path)

@@ -85,6 +85,7 @@ def test_trees_train_on_each_output_type_and_predict_raw_rows_as_the_cache(
             np.testing.assert_allclose(got[column], predictions[column], rtol=1e-6, atol=TOLERANCE)
 
 
+@pytest.mark.slow
 def test_trees_export_their_own_format_and_it_scores_as_the_model(data, trees):
     import lightgbm
 

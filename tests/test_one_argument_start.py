@@ -207,6 +207,7 @@ def bad_files(tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_unreadable_files_are_one_line_exit_2_and_nothing_left(tmp_path):
     for case, (overrides, expected) in bad_files(tmp_path).items():
         cache = tmp_path / f"cache-{case.replace(' ', '-')}"
@@ -261,6 +262,7 @@ def test_init_writes_a_yaml_that_loads_back_and_trains(tmp_path):
     assert "features inferred" not in train.stderr  # the kept list, not inference
 
 
+@pytest.mark.slow
 def test_train_from_python_twice_matches_run_py(tmp_path, monkeypatch):
     import logging
 

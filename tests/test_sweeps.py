@@ -117,6 +117,7 @@ def test_ray_launcher_trials_share_a_warm_worker_and_leave_nothing_behind(tmp_pa
     assert metrics[0]["test"] == metrics[2]["test"]
 
 
+@pytest.mark.slow
 def test_failed_trial_is_reported_and_others_kept(tmp_path):
     result, sweep_dir = local_sweep(tmp_path, "trainer.optimizer=adamw,rmsprop,sgd")
     assert result.returncode != 0  # Hydra reports the failed trial after the sweep
@@ -130,6 +131,7 @@ def test_failed_trial_is_reported_and_others_kept(tmp_path):
     assert "| failed |" in (sweep_dir / "sweep_report.md").read_text()
 
 
+@pytest.mark.slow
 def test_objective_and_direction(tmp_path):
     result, sweep_dir = local_sweep(tmp_path, "model.hidden_size=8,32", "sweep.objective=test/loss")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -138,6 +140,7 @@ def test_objective_and_direction(tmp_path):
     assert "(minimize)" in (sweep_dir / "sweep_report.md").read_text()
 
 
+@pytest.mark.slow
 def test_optuna_search_reads_the_returned_objective(tmp_path):
     result, sweep_dir = local_sweep(tmp_path, "+sweep=optuna_lr_width", "hydra.sweeper.n_trials=4")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -102,6 +102,7 @@ def only_run(client: MlflowClient, experiment: str = "tabular-runner", filter_st
     return runs[0]
 
 
+@pytest.mark.slow
 def test_a_run_logs_params_epochs_artifacts_and_a_pyfunc_model(tmp_path, mlflow_server):
     run_dir = tmp_path / "run"
     # Credentials in the tracking URI reach the server but never a param, a tag or the output.
@@ -181,6 +182,7 @@ def post_json(url: str, body: dict) -> tuple[int, dict]:
         return error.code, json.loads(error.read())
 
 
+@pytest.mark.slow
 def test_a_three_trial_sweep_is_a_parent_with_three_children(tmp_path, mlflow_server):
     sweep_dir = tmp_path / "sweep"
     result = small_run(

@@ -120,6 +120,7 @@ def test_date_set_and_vector_inputs_carry_signal_and_a_log1p_target_comes_back_r
     assert np.mean(right) > 0.9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "combiner",
     [
@@ -185,6 +186,7 @@ def test_real_multiclass_and_regression_datasets(tmp_path, cache_dir):
     assert m["test"]["target/r2"] > 0.3  # the usual linear baseline on this data is ~0.45
 
 
+@pytest.mark.slow
 def test_same_seed_same_metrics(tmp_path, cache_dir):
     a = run_experiment(tmp_path / "a", cache_dir, *FAST, "model.dropout=0.1")
     b = run_experiment(tmp_path / "b", cache_dir, *FAST, "model.dropout=0.1")
@@ -279,6 +281,7 @@ def test_cosine_schedule_decays_the_rate_epoch_by_epoch(tmp_path, cache_dir):
     assert rates == pytest.approx([0.004, 0.003, 0.001])
 
 
+@pytest.mark.slow
 def test_resume_after_a_real_kill(tmp_path, cache_dir):
     run_dir = tmp_path / "killed"
     args = [
@@ -599,6 +602,7 @@ print(",".join(heavy) + "|" + str(len(result.history)) + "|" + str(result.best_v
 """
 
 
+@pytest.mark.slow
 def test_a_training_worker_imports_neither_pandas_nor_hydra(tmp_path, mixed_csv, monkeypatch):
     """What a fresh worker (a Horovod actor on Ray) does, in a fresh process: unpickle the job
     and train it. It reads the cache without pandas and the settings without OmegaConf
