@@ -53,29 +53,19 @@ def _rows(n: int) -> list[dict]:
 def served(model_dir: Path, replicas: int, name: str, ingress: str = "haproxy"):
     """`python run.py command=serve` on a Ray of its own (replicas of half a CPU each), as
     (process, url); SIGTERM when the block ends."""
-    from runner.ports import free_ports
+    from bench.probe import start_serve
 
-    (port,) = free_ports(1)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "run.py"),
-            "command=serve",
-            f"model_dir={model_dir}",
-            f"serve.port={port}",
-            f"serve.num_replicas={replicas}",
-            f"serve.ingress={ingress}",
-            "serve.resources_per_replica={CPU:0.5}",
-            "backend.ray.num_cpus=2",
-            f"hydra.run.dir={model_dir.parent.parent / name}",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "RAY_ADDRESS": ""},
+    process, url = start_serve(
+        model_dir,
+        model_dir.parent.parent / name,
+        f"serve.num_replicas={replicas}",
+        f"serve.ingress={ingress}",
+        "serve.resources_per_replica={CPU:0.5}",
+        "backend.ray.num_cpus=2",
+        output=subprocess.DEVNULL,
     )
     try:
-        yield process, f"http://127.0.0.1:{port}"
+        yield process, url
     finally:
         process.send_signal(signal.SIGTERM)
         try:

@@ -141,32 +141,9 @@ def wait_until_serving(process, url: str, seconds: float = 120, ready=None, log=
     pytest.fail(f"{url} was not ready within {seconds}s (exit {process.poll()}):\n{output[-3000:]}")
 
 
-def start_serve(model_dir, run_dir, *overrides: str, env: dict | None = None):
-    """python run.py command=serve of `model_dir` on a free port, its output piped: (the
-    process, its URL). Callers wait with wait_until_serving and end it with stop_serve.
-    `env`: the whole environment (default: this one without RAY_ADDRESS, so a Ray of its own)."""
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "run.py"),
-            "command=serve",
-            f"model_dir={model_dir}",
-            f"serve.port={port}",
-            *overrides,
-            f"hydra.run.dir={run_dir}",
-        ],
-        cwd=ROOT,
-        env=env if env is not None else {**os.environ, "RAY_ADDRESS": ""},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    return process, f"http://127.0.0.1:{port}"
-
-
 def stop_serve(process, timeout: float = 90) -> str:
-    """SIGTERM, as an operator stops it; its output once it has ended."""
+    """SIGTERM, as an operator stops it (bench.probe.start_serve started it); its output once
+    it has ended."""
     import signal
 
     process.send_signal(signal.SIGTERM)

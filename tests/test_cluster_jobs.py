@@ -19,12 +19,12 @@ from helpers import (
     free_port,
     free_ports,
     run_cli,
-    start_serve,
     stop_serve,
     wait_until_serving,
 )
 
-from bench.ray_head import stop_ray  # conftest puts the checkout on the path
+from bench.probe import start_serve  # conftest puts the checkout on the path
+from bench.ray_head import stop_ray
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 BIN = Path(sys.executable).parent

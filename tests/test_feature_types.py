@@ -13,11 +13,11 @@ from helpers import (
     error_lines,
     run_cli,
     run_experiment,
-    start_serve,
     stop_serve,
     wait_until_serving,
 )
 
+from bench.probe import start_serve  # conftest puts the checkout on the path
 from runner import Predictor
 from runner.errors import UserError
 from runner.processing.features.registry import build_feature

@@ -19,11 +19,11 @@ from helpers import (
     mixed_table,
     run_cli,
     run_experiment,
-    start_serve,
     stop_serve,
     wait_until_serving,
 )
 
+from bench.probe import start_serve  # conftest puts the checkout on the path
 from runner import Predictor
 from runner.config import ServeConfig
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 import requests
-from helpers import run_experiment, start_serve, wait_until_serving
+from helpers import run_experiment, wait_until_serving
 
-from bench.probe import replicas_running  # conftest puts bench/ on the path
+from bench.probe import replicas_running, start_serve  # conftest puts bench/ on the path
 from bench.soak import Soak, replica_pids
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
