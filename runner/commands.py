@@ -311,7 +311,7 @@ def _baseline_check(run: Run, result, layout, metrics: dict) -> dict:
     failing = [c for c in check.values() if not c["better"]]
     if failing:
         patience, knobs = run.settings.trainer.early_stopping.patience, Knobs()
-        if "gbm_rounds" in result.family and "ensemble_weights" not in result.family:
+        if run.settings.model.pick_family()[0] == "gbm":
             gbm = run.settings.model.gbm  # the trees' curve: their rounds and settings
             patience = gbm.early_stopping_rounds
             knobs = Knobs(

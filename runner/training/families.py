@@ -339,8 +339,10 @@ def _result(model, layout, meta, train, validation, evals, best, scored=True) ->
     training loss was recorded (at most CURVE_POINTS), and the scoring path's metrics on
     train and validation at the kept round, as the entry of that round."""
     decoders = Decoders(meta)
-    tables = (("train", _spread(train, TRAIN_METRIC_ROWS)), ("validation", validation))
-    metrics = {name: _metrics(model, layout, decoders, t) if scored else {} for name, t in tables}
+    metrics: dict[str, dict] = {"train": {}, "validation": {}}
+    if scored:
+        tables = (("train", _spread(train, TRAIN_METRIC_ROWS)), ("validation", validation))
+        metrics = {name: _metrics(model, layout, decoders, t) for name, t in tables}
     train_losses: dict[int, float] = evals.get("train_rounds", {})
     validation_losses: list = next(iter(evals.get("validation", {}).values()), [])
     history = []
