@@ -34,7 +34,7 @@ def II(interpolation: str) -> Any:
 
 # auto: the model family's own (a network's TorchScript, the trees' LightGBM text model, an
 # ensemble's members each in theirs)
-EXPORT_FORMATS = ("auto", "torchscript", "lightgbm")
+EXPORT_FORMATS = ("auto", "torchscript", "onnx", "lightgbm")
 STRATEGIES = ("auto", "local", "horovod", "ddp")
 PLACEMENTS = ("spread", "pack")
 OPTIMIZERS = ("adamw", "adam", "sgd")

@@ -165,6 +165,46 @@ def test_export_gives_the_models_outputs(model):
     assert described["inputs"]["numeric"]["columns"] == predictor.layout.numeric
 
 
+def test_onnx_export_answers_as_the_model_for_any_number_of_rows(model):
+    """export.format=onnx: onnxruntime on model.onnx gives the network's logits within 1e-4,
+    for a batch of another size than the export's example and for a single row."""
+    import onnxruntime
+    import pyarrow as pa
+    import torch
+
+    from runner.loading.tensors import TensorTable
+    from runner.processing.features.feature_set import transform_frame
+
+    run_experiment(
+        model["work"] / "onnx",
+        model["work"] / "cache",
+        "command=export",
+        "export.format=onnx",
+        f"model_dir={model['dir']}",
+        "backend=local",
+    )
+    folder = model["work"] / "onnx" / "export"
+    session = onnxruntime.InferenceSession(str(folder / "model.onnx"))
+    predictor = Predictor.load(model["dir"])
+    frame = pd.read_csv(model["csv"]).head(37)
+    processed, keep = transform_frame(
+        frame, np.arange(len(frame)), predictor.features.inputs, predictor.stats
+    )
+    data = TensorTable.from_arrow(
+        pa.Table.from_pandas(processed[keep]), predictor.layout, with_targets=False
+    )
+    names = [o.name for o in session.get_outputs()]
+    assert names == [spec.name for spec in predictor.layout.outputs]
+    with torch.no_grad():
+        want = predictor.saved.model(data.inputs)
+    for rows in (slice(None), slice(0, 1)):
+        feed = {k: v[rows].numpy() for k, v in data.inputs.items()}
+        for name, got in zip(names, session.run(None, feed), strict=True):
+            np.testing.assert_allclose(got, want[name][rows].numpy(), atol=1e-4, rtol=0)
+    described = json.loads((folder / "export.json").read_text())
+    assert described["format"] == "onnx" and set(described["inputs"]) == set(data.inputs)
+
+
 @pytest.fixture(scope="module")
 def server(model, ray_session):
     from ray import serve

@@ -1,4 +1,5 @@
-"""command=export: the model in its family's own format: the network as TorchScript, the trees
+"""command=export: the model in its family's own format: the network as TorchScript (or ONNX,
+export.format=onnx, for runtimes without Python: onnxruntime, Java, C#, browsers), the trees
 as LightGBM's text model, an ensemble as its members (each in theirs) and their weights. Each
 takes the encoded tensors (the groups of runner.model.layout: a float matrix of numbers and
 binaries, an integer matrix of category codes, a token matrix per text feature; the trees: the
@@ -22,6 +23,8 @@ from runner.model.gbm import BOOSTER_FILE, TreeModel, categorical_indices, featu
 from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
 
 ARTIFACT = "model.torchscript.pt"
+ONNX_ARTIFACT = "model.onnx"
+ONNX_OPSET = 17
 
 
 def example_inputs(layout: Layout, rows: int = 2) -> dict[str, torch.Tensor]:
@@ -42,15 +45,19 @@ def export_model(saved: SavedModel, target: Path, format_: str = "auto") -> Path
     own = "lightgbm" if isinstance(model, TreeModel) else "torchscript"
     if isinstance(model, EnsembleModel):
         own = "members"
-    if format_ not in ("auto", own):
+    fits = ("auto", own, "onnx") if own == "torchscript" else ("auto", own)
+    if format_ not in fits:
         raise UserError(
             f"export.format={format_} does not fit this model ({saved.settings.family}: "
-            f"{own}); use export.format=auto"
+            f"{own}{', onnx' if own == 'torchscript' else ''}); use export.format=auto"
         )
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    artifact = _write(model, saved.layout, tmp)
+    if format_ == "onnx":
+        artifact = _write_onnx(model, saved.layout, tmp)
+    else:
+        artifact = _write(model, saved.layout, tmp)
     (tmp / "meta.json").write_text(json.dumps(saved.meta, indent=2, sort_keys=True, default=str))
     shutil.rmtree(target, ignore_errors=True)
     os.rename(tmp, target)
@@ -79,20 +86,52 @@ def _write(model, layout: Layout, folder: Path) -> str:
     with torch.no_grad():
         traced = torch.jit.trace(model.eval(), (example_inputs(layout),), strict=False)
     traced.save(str(folder / ARTIFACT))
+    described = {"format": "torchscript", "inputs": _inputs(layout), "outputs": _outputs(layout)}
+    (folder / "export.json").write_text(json.dumps(described, indent=2))
+    return ARTIFACT
+
+
+def _write_onnx(model, layout: Layout, folder: Path) -> str:
+    """The network as ONNX (torch's TorchScript-based exporter, opset ONNX_OPSET): one named
+    input per tensor group, one output of logits per output feature, any number of rows (and
+    of tokens per text)."""
+    inputs = example_inputs(layout)
+    names = list(inputs)
+    outputs = [spec.name for spec in layout.outputs]
+    dynamic = {name: {0: "rows"} for name in names}
+    for name, *_ in layout.texts:  # each its own length: one name would tie them together
+        dynamic[text_key(name)] = {0: "rows", 1: f"{text_key(name)}.tokens"}
+    dynamic.update({name: {0: "rows"} for name in outputs})
+    with torch.no_grad():
+        torch.onnx.export(
+            model.eval(),
+            (inputs, {}),  # the dict as one positional argument (an empty kwargs dict last)
+            str(folder / ONNX_ARTIFACT),
+            input_names=names,
+            output_names=outputs,
+            dynamic_axes=dynamic,
+            opset_version=ONNX_OPSET,
+            dynamo=False,
+        )
     described = {
-        "format": "torchscript",
-        "inputs": {
-            NUMERIC: {"dtype": "float32", "columns": layout.numeric},
-            CATEGORY: {"dtype": "int64", "columns": [name for name, *_ in layout.categories]},
-            **{
-                text_key(name): {"dtype": "int64", "token buckets": buckets}
-                for name, buckets, _ in layout.texts
-            },
-        },
+        "format": "onnx",
+        "opset": ONNX_OPSET,
+        "inputs": _inputs(layout),
         "outputs": _outputs(layout),
     }
     (folder / "export.json").write_text(json.dumps(described, indent=2))
-    return ARTIFACT
+    return ONNX_ARTIFACT
+
+
+def _inputs(layout: Layout) -> dict:
+    return {
+        NUMERIC: {"dtype": "float32", "columns": layout.numeric},
+        CATEGORY: {"dtype": "int64", "columns": [name for name, *_ in layout.categories]},
+        **{
+            text_key(name): {"dtype": "int64", "token buckets": buckets}
+            for name, buckets, _ in layout.texts
+        },
+    }
 
 
 def _outputs(layout: Layout) -> dict:
