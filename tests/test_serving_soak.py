@@ -59,6 +59,42 @@ def test_sustained_traffic_gets_no_5xx_and_both_replicas_are_watched(served):
     assert all(result[k.replace("_first_10s", "_last_10s")] > 0 for k in firsts), result
 
 
+def test_metrics_count_a_known_burst_over_both_replicas(served):
+    """GET /metrics, parsed by Prometheus' own parser: a burst of 40 good requests of 3 rows
+    and 5 bad ones, spread over both replicas, counted whichever replica answers."""
+    from test_serve_metrics import samples
+
+    _, url, rows = served
+
+    def read() -> dict:
+        answer = requests.get(f"{url}/metrics", timeout=30)
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+        return samples(answer.content)
+
+    time.sleep(2.5)  # the replicas' last totals reach the keeper (once a second)
+    before = read()
+    for _ in range(40):
+        assert requests.post(f"{url}/predict", json=rows[:3], timeout=30).status_code == 200
+    for _ in range(5):
+        bad = requests.post(f"{url}/predict", json=[{"x1": "lots"}], timeout=30)
+        assert bad.status_code == 422
+    time.sleep(2.5)
+    after = read()
+
+    def grew(name: str, *labels: tuple[str, str]) -> float:
+        key = (name, tuple(sorted(labels)))
+        return after.get(key, 0) - before.get(key, 0)
+
+    route, ok = ("route", "/predict"), ("status", "200")
+    assert grew("runner_requests_total", route, ok) == 40, sorted(after.items())[:12]
+    assert grew("runner_rows_total", route, ok) == 120
+    assert grew("runner_requests_total", route, ("status", "422")) == 5
+    assert grew("runner_request_seconds_count", route) == 45
+    loads = [k for k in after if k[0] == "runner_model_load_seconds"]
+    assert len(loads) == 2 and all(after[k] > 0 for k in loads)  # both replicas reported
+    assert [k for k in after if k[0] == "runner_model_info"]
+
+
 def test_a_replica_killed_under_load_is_replaced_and_retries_succeed(served):
     _, url, rows = served
     before = replica_pids()

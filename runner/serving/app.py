@@ -4,6 +4,8 @@ GET /health    200 {"status": "ok", "replicas": {"RUNNING": 2}} once the replica
                the model; "replicas": the deployment's replicas by state, so a replica that
                died and is being replaced shows (e.g. {"RUNNING": 1, "STARTING": 1})
 GET /schema    the inputs with their types, the outputs with their classes
+GET /metrics   Prometheus text: requests, rows and latency by route, the model's load time,
+               name and version, summed over every replica (runner/serving/metrics.py)
 POST /predict  a JSON array of row objects -> a JSON array with one object per row,
                keyed like the prediction columns (<output>_prediction, probabilities)
 
@@ -13,18 +15,21 @@ Ray Serve's request batching, so one bad request never fails the others of its b
 Scoring is the Predictor's, as in command=predict.
 """
 
+import asyncio
 import json
 import math
+import time
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from ray import serve
 
 from runner.errors import UserError
 from runner.scoring.predictor import Predictor
+from runner.serving import metrics as served_metrics
 
 api = FastAPI(title="tabular-runner model")
 APP_NAME = "tabular-runner"
@@ -69,9 +74,21 @@ def _replica_states() -> dict[str, int]:
 @serve.ingress(api)
 class ModelServer:
     def __init__(
-        self, model_dir: str, max_batch_size: int, batch_wait_timeout_s: float, max_body_bytes: int
+        self,
+        model_dir: str,
+        max_batch_size: int,
+        batch_wait_timeout_s: float,
+        max_body_bytes: int,
+        keeper=None,
     ):
+        started = time.perf_counter()
         self.predictor = Predictor.load(model_dir)
+        replica = serve.get_replica_context().replica_id.unique_id
+        # Counted by each route itself: Serve pickles this class by value, so a FastAPI
+        # middleware (a module function) would not see the replica's counts.
+        self.counts = served_metrics.ReplicaMetrics(replica, time.perf_counter() - started)
+        self.keeper, self.labels = keeper, served_metrics.model_labels(model_dir)
+        self.reporting: asyncio.Task | None = None
         self.max_body_bytes = max_body_bytes
         # Any: serve.batch gives the method these setters, which Ray's types of it leave out.
         batched: Any = self.predict_batch
@@ -85,36 +102,75 @@ class ModelServer:
 
     @api.get("/health")
     def health(self) -> dict:
-        return {"status": "ok", "replicas": _replica_states()}
+        started = time.perf_counter()
+        answer = {"status": "ok", "replicas": _replica_states()}
+        self.counts.observe("/health", 200, time.perf_counter() - started)
+        return answer
 
     @api.get("/schema")
     def schema(self) -> dict:
-        return self.predictor.schema()
+        started = time.perf_counter()
+        answer = self.predictor.schema()
+        self.counts.observe("/schema", 200, time.perf_counter() - started)
+        return answer
+
+    @api.get("/metrics")
+    async def metrics(self) -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        own = {self.counts.replica: self.counts.snapshot()}
+        if self.keeper is None:
+            merged = served_metrics.merge(own)
+        else:
+            await self.keeper.put.remote(*next(iter(own.items())))
+            merged = await self.keeper.merged.remote()
+        return Response(served_metrics.render(merged, self.labels), media_type=CONTENT_TYPE_LATEST)
+
+    def _report_in_background(self) -> None:
+        """Once a second, this replica's totals to the keeper when they changed (started by the
+        first request: the constructor has no event loop to start it on)."""
+        if self.reporting is not None or self.keeper is None:
+            return
+
+        async def report():
+            while True:
+                await asyncio.sleep(1.0)
+                if self.counts.changed:
+                    self.keeper.put.remote(self.counts.replica, self.counts.snapshot())
+
+        self.reporting = asyncio.get_running_loop().create_task(report())
 
     @api.post("/predict")
     async def predict(self, request: Request):
+        self._report_in_background()
+        started = time.perf_counter()
+        response, rows = await self._predict(request)
+        self.counts.observe("/predict", response.status_code, time.perf_counter() - started, rows)
+        return response
+
+    async def _predict(self, request: Request) -> tuple[Response, int]:
+        """The answer and the rows it scored (0 for a refused request)."""
         body = await request.body()
         if len(body) > self.max_body_bytes:
-            return _error(
-                413,
+            too_big = (
                 f"the body has {len(body)} bytes, over serve.max_body_bytes={self.max_body_bytes}; "
-                "send fewer rows per request",
+                "send fewer rows per request"
             )
+            return _error(413, too_big), 0
         try:
             records = json.loads(body)
         except ValueError as exc:
-            return _error(
-                400, f"the body is not valid JSON ({exc}); send a JSON array of row objects"
-            )
+            why = f"the body is not valid JSON ({exc}); send a JSON array of row objects"
+            return _error(400, why), 0
         try:
             frame = self.predictor.records_frame(records)
         except UserError as exc:
-            return _error(422, str(exc))
+            return _error(422, str(exc)), 0
         try:
             # Plain JSON values already: a JSONResponse skips FastAPI's jsonable_encoder walk.
-            return JSONResponse(await self.predict_batch(frame))
+            return JSONResponse(await self.predict_batch(frame)), len(frame)
         except UserError as exc:
-            return _error(422, str(exc))
+            return _error(422, str(exc)), 0
 
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.0)
     async def predict_batch(self, frames: list[pd.DataFrame]) -> list[list[dict]]:

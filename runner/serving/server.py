@@ -10,6 +10,7 @@ import signal
 import socket
 import threading
 import time
+import uuid
 from pathlib import Path
 
 from runner.config import ServeConfig
@@ -115,11 +116,26 @@ def deploy(settings: ServeConfig, model_dir: str) -> str:
     Predictor.load(model_dir)  # a bad model_dir fails here, in one line, before Serve starts
     require_ray("command=serve")
     serve.start(http_options={"host": settings.host, "port": settings.port})
+    import ray
+
+    from runner.serving.metrics import KEEPER, MetricsKeeper
+
+    # The replicas' totals for GET /metrics: one place, whichever replica answers. Named, so
+    # that it lives as long as this process, not only while a handle to it does.
+    keeper = (
+        ray.remote(num_cpus=0)(MetricsKeeper)
+        .options(name=f"{KEEPER}-{uuid.uuid4().hex[:8]}")
+        .remote()
+    )
     # A Deployment (serve.deployment): mypy keeps a decorated class's own type.
     app = ModelServer.options(  # type: ignore[attr-defined]
         num_replicas=settings.num_replicas, ray_actor_options=replica_options(settings)
     ).bind(
-        model_dir, settings.max_batch_size, settings.batch_wait_timeout_s, settings.max_body_bytes
+        model_dir,
+        settings.max_batch_size,
+        settings.batch_wait_timeout_s,
+        settings.max_body_bytes,
+        keeper,
     )
     serve.run(app, name=APP_NAME, route_prefix="/")
     return f"http://{settings.host}:{settings.port}"
@@ -147,7 +163,7 @@ def serve_until_stopped(settings: ServeConfig, model_dir: str | None) -> None:
     try:
         url = deploy(settings, model_dir)
         log.info(
-            "serving %s at %s (%d replica(s), ready in %.1fs): GET /health, GET /schema, POST /predict; "
+            "serving %s at %s (%d replica(s), ready in %.1fs): GET /health, GET /schema, GET /metrics, POST /predict; "
             "Ctrl-C or SIGTERM stops it",
             model_dir,
             url,
