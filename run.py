@@ -126,7 +126,9 @@ if __name__ == "__main__":
     from pathlib import Path
 
     from runner.config import unknown_group_option
+    from runner.overrides import replace_renamed
 
+    sys.argv[1:] = replace_renamed(sys.argv[1:])
     problem = unknown_group_option(sys.argv[1:], Path(__file__).resolve().parent / "conf")
     if problem:
         print(f"error: {problem}", file=sys.stderr)

@@ -42,9 +42,10 @@ def train(
     directory of config groups (run.py's --config-dir)."""
     from runner.commands import run_command
     from runner.errors import UserError
+    from runner.overrides import replace_renamed
     from runner.scoring.predictor import Predictor
 
-    overrides = list(overrides)
+    overrides = replace_renamed(list(overrides))
     if target is not None:
         overrides.append(f"dataset.target={_override_value(target)}")
     if command := next((o for o in overrides if o.startswith("command=")), None):

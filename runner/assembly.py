@@ -19,8 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 from runner.backends.base import Backend
 from runner.backends.early import TRAINING_COMMANDS, decide_backend
 from runner.command_table import commands_where
-from runner.config import FeatureConfig, RunConfig, TrainerConfig, check_config
-from runner.errors import UserError
+from runner.config import FeatureConfig, RunConfig, check_config, trainer_settings
+from runner.errors import UserError, user_error_in
 from runner.loading.base import Loader
 from runner.loading.local import LocalLoader
 from runner.processing.base import Processor
@@ -99,48 +99,31 @@ class AutoLoader:
         return LocalLoader(**{k: self.settings[k] for k in keep})
 
 
-class TrainerChoice:
-    """What instantiate makes of every trainer option: the typed settings, resolved into a
-    trainer once the backend is known (trainer=auto picks the strategy from where it runs)."""
+class AutoTrainer:
+    """trainer=auto: the strategy picked from where the run trains, once the backend is known
+    (one worker -> this process; more, or GPUs in the cluster, -> Horovod on Ray; under
+    horovodrun -> Horovod), then built from the same keys."""
 
-    def __init__(self, **settings):
-        # Through OmegaConf: nested settings arrive as dicts or dataclasses; types are checked.
-        self.settings = cast(
-            TrainerConfig,
-            OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainerConfig), settings)),
-        )
-
-    def many_workers(self) -> str | None:
-        return self.settings.many_workers()
-
-    def wants_ray(self) -> str | None:
-        return self.settings.wants_ray()
+    def __init__(self, **keys):
+        self.keys = keys
+        self.settings = trainer_settings(keys)
 
     def resolve(self, backend: Backend, trains: bool = True) -> Trainer:
         """`trains`: the command trains (predict, evaluate, serve do not: their pick goes
         unsaid)."""
-        s = self.settings
-        strategy, reason = s.strategy, None
-        if strategy == "auto":
-            strategy, reason = self._pick(backend)
-            if trains:
-                log.info("trainer=auto picked %s: %s", strategy, reason)
-        elif strategy == "local" and self.many_workers():
-            raise UserError(
-                f"trainer=local trains in one process, but {self.many_workers()} asks for more; "
-                "use trainer=auto (or horovod, ddp) with backend=ray"
-            )
-        if strategy == "local":
+        name, reason = self._pick(backend)
+        if trains:
+            log.info("trainer=auto picked %s: %s", name, reason)
+        if name == "local":
             from runner.training.trainers import LocalTrainer
 
-            return LocalTrainer(s)
-        if strategy == "ddp":
-            from runner.training.ddp_trainer import DDPTrainer
-
-            return DDPTrainer(s)
+            return LocalTrainer(**self.keys)
         from runner.training.horovod_trainer import HorovodTrainer
 
-        return HorovodTrainer(s)
+        return HorovodTrainer(**self.keys)
+
+    def many_workers(self) -> str | None:
+        return self.settings.many_workers()
 
     def _pick(self, backend: Backend) -> tuple[str, str]:
         many = self.many_workers()
@@ -185,7 +168,7 @@ class Plan:
     settings: RunConfig
     run_dir: Path
     backend: Backend
-    trainer: TrainerChoice
+    trainer: Trainer | AutoTrainer
     processor: Processor | AutoProcessor
     loader: Loader | AutoLoader
     source: DataSource
@@ -194,7 +177,9 @@ class Plan:
 
     def resolve(self) -> Run:
         """Inside the backend's context: every remaining `auto` resolved, each pick logged."""
-        trainer = self.trainer.resolve(self.backend, self.settings.command in TRAINING_COMMANDS)
+        trainer = self.trainer
+        if isinstance(trainer, AutoTrainer):
+            trainer = trainer.resolve(self.backend, self.settings.command in TRAINING_COMMANDS)
         processor = self.processor
         if isinstance(processor, AutoProcessor):
             processor = processor.resolve(self.backend, self.source)
@@ -238,6 +223,20 @@ class Run:
     inference: Inference | None = None
 
 
+def _built(node, **options):
+    """A component from its config; a UserError its constructor raised comes out as itself,
+    not inside Hydra's InstantiationException (whose text adds the target's name)."""
+    from hydra.errors import InstantiationException
+
+    try:
+        return instantiate(node, **options)
+    except InstantiationException as error:
+        found = user_error_in(error)
+        if found is None:
+            raise
+        raise found from None
+
+
 def assemble(
     cfg: DictConfig,
     run_dir: str | Path,
@@ -249,9 +248,9 @@ def assemble(
     settings = settings or check_config(cfg)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    trainer = instantiate(cfg.trainer, _convert_="object")
-    processor = instantiate(cfg.processor)
-    loader = instantiate(cfg.loader)
+    trainer = _built(cfg.trainer, _convert_="object")
+    processor = _built(cfg.processor)
+    loader = _built(cfg.loader)
     if backend is None:
         named = [
             f"{group}={c.name}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from runner.command_table import COMMANDS, help_template
 from runner.errors import UserError
@@ -35,7 +35,6 @@ def II(interpolation: str) -> Any:
 # auto: the model family's own (a network's TorchScript, the trees' LightGBM text model, an
 # ensemble's members each in theirs)
 EXPORT_FORMATS = ("auto", "torchscript", "onnx", "lightgbm")
-STRATEGIES = ("auto", "local", "horovod", "ddp")
 PLACEMENTS = ("spread", "pack")
 OPTIMIZERS = ("adamw", "adam", "sgd")
 PRECISIONS = ("auto", "32", "bf16", "fp16")
@@ -466,13 +465,15 @@ class EarlyStoppingConfig:
 
 @dataclass
 class TrainerConfig:
-    """One contract for every trainer option (auto, local, horovod, ddp): the same keys,
-    distributed ones included; the options differ only in `strategy`."""
+    """One contract for every trainer option: the same keys, distributed ones included. Each
+    option (conf/trainer/) is a subclass below that names its class in `_target_`; this one is
+    trainer=auto: one worker -> this process; more (or null with GPUs in the cluster) on Ray
+    -> Horovod on Ray; under horovodrun -> Horovod (runner.assembly.AutoTrainer)."""
 
-    _target_: str = "runner.assembly.TrainerChoice"
-    # auto: one worker -> this process; more (or null with GPUs in the cluster) on Ray ->
-    # Horovod on Ray; under horovodrun -> Horovod. local | horovod | ddp name one.
-    strategy: str = "auto"
+    # Which trainer it is, for the checks made before any trainer exists (the early Ray start,
+    # the Tune sweeper's placement): a class attribute, not a key.
+    kind: ClassVar[str] = "auto"
+    _target_: str = "runner.assembly.AutoTrainer"
     epochs: int = 30
     batch_size: int = 256  # per worker
     learning_rate: float = 0.003
@@ -521,7 +522,6 @@ class TrainerConfig:
 
     def __post_init__(self):
         t = "trainer"
-        _one_of(self.strategy, STRATEGIES, f"{t}.strategy")
         _require(self.epochs >= 1, f"{t}.epochs", "at least 1", self.epochs)
         _require(self.batch_size >= 1, f"{t}.batch_size", "at least 1", self.batch_size)
         _require(self.learning_rate > 0, f"{t}.learning_rate", "> 0", self.learning_rate)
@@ -572,9 +572,9 @@ class TrainerConfig:
 
     def wants_ray(self) -> str | None:
         """Why the trainer will need Ray, if it will (under horovodrun it never starts it)."""
-        if self.strategy in ("horovod", "ddp"):
-            return f"trainer={self.strategy}"
-        return self.many_workers() if self.strategy == "auto" else None
+        if self.kind in ("horovod", "ddp"):
+            return f"trainer={self.kind}"
+        return self.many_workers() if self.kind == "auto" else None
 
     @property
     def most_workers(self) -> int:
@@ -590,6 +590,39 @@ class TrainerConfig:
     def cpus_per_worker(self) -> float:
         """A worker holds one CPU unless resources_per_worker says otherwise."""
         return float(self.resources_per_worker.get("CPU", 1.0))
+
+
+@dataclass
+class LocalTrainerConfig(TrainerConfig):
+    """trainer=local: the loop in this process."""
+
+    kind: ClassVar[str] = "local"
+    _target_: str = "runner.training.trainers.LocalTrainer"
+
+
+@dataclass
+class HorovodTrainerConfig(TrainerConfig):
+    """trainer=horovod: on Ray (RayExecutor), or under horovodrun with backend=horovod."""
+
+    kind: ClassVar[str] = "horovod"
+    _target_: str = "runner.training.horovod_trainer.HorovodTrainer"
+
+
+@dataclass
+class DDPTrainerConfig(TrainerConfig):
+    """trainer=ddp: torch DDP through Ray Train's TorchTrainer (gloo on CPU, NCCL on GPU)."""
+
+    kind: ClassVar[str] = "ddp"
+    _target_: str = "runner.training.ddp_trainer.DDPTrainer"
+
+
+def trainer_settings(keys: dict, schema: type[TrainerConfig] = TrainerConfig) -> TrainerConfig:
+    """A trainer's keys, as hydra's instantiate passes them, as its typed settings (nested
+    ones arrive as dicts or dataclasses; types are checked again)."""
+    from omegaconf import OmegaConf
+
+    merged = OmegaConf.merge(OmegaConf.structured(schema), keys)
+    return cast(TrainerConfig, OmegaConf.to_object(merged))
 
 
 # ---------------------------------------------------------------- loader
@@ -935,6 +968,9 @@ def register_configs() -> None:
     cs.store(name="processor_modin_schema", node=ModinProcessorConfig)
     cs.store(name="processor_auto_schema", node=AutoProcessorConfig)
     cs.store(name="trainer_schema", node=TrainerConfig)
+    cs.store(name="trainer_local_schema", node=LocalTrainerConfig)
+    cs.store(name="trainer_horovod_schema", node=HorovodTrainerConfig)
+    cs.store(name="trainer_ddp_schema", node=DDPTrainerConfig)
     cs.store(name="loader_local_schema", node=LocalLoaderConfig)
     cs.store(name="loader_ray_schema", node=RayLoaderConfig)
     cs.store(name="loader_auto_schema", node=AutoLoaderConfig)

@@ -13,6 +13,28 @@ _AMBIGUOUS = re.compile(r"^Ambiguous value for argument '(?P<line>[^']+)'")
 _TYPES = {"Integer": "a whole number", "Float": "a number"}
 # A model config from before the schemas left the groups names `- model_schema` in its defaults.
 _OLD_SCHEMA = re.compile(r"^In '(?P<config>[^']+)': Could not load 'model/model_schema'")
+# Config keys that users typed and that are gone, each kept working one release: the old key,
+# the override that replaces it (the same value).
+RENAMED = {"trainer.strategy": "trainer"}
+
+
+def replace_renamed(args: list[str]) -> list[str]:
+    """The overrides with every renamed key in its new form, each said once as a `warning:`."""
+    import sys
+
+    replaced = []
+    for arg in args:
+        key, equals, value = arg.partition("=")
+        new = RENAMED.get(key)
+        if new and equals:
+            print(
+                f"warning: {key}={value} is deprecated and goes in the next release; "
+                f"write {new}={value}",
+                file=sys.stderr,
+            )
+            arg = f"{new}={value}"
+        replaced.append(arg)
+    return replaced
 
 
 def say_override_errors_in_one_line() -> None:

@@ -369,3 +369,13 @@ def test_a_model_config_in_the_old_form_is_told_the_new_one(tmp_path):
         "error: model/old.yaml names `- model_schema` in its defaults, an old form: "
         "write `- /model_schema@_here_` instead (what command=init writes)"
     ]
+
+
+def test_a_renamed_key_still_works_one_release_and_says_its_new_form():
+    result = run_cli("trainer.strategy=local", "--cfg", "job")
+    assert result.returncode == 0, result.stderr
+    assert "_target_: runner.training.trainers.LocalTrainer" in result.stdout
+    assert (
+        "warning: trainer.strategy=local is deprecated and goes in the next release; "
+        "write trainer=local"
+    ) in result.stderr

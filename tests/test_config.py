@@ -171,7 +171,7 @@ def test_the_number_encoder_auto_is_piecewise_except_with_the_transformer():
 
 def test_the_default_config_is_valid_and_typed():
     settings = check_config(compose_config([]))
-    assert settings.trainer.strategy == "auto" and settings.trainer.early_stopping.patience == 5
+    assert settings.trainer.kind == "auto" and settings.trainer.early_stopping.patience == 5
     assert settings.model.hidden_size == 256
 
 

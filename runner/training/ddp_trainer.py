@@ -12,6 +12,7 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+from runner.config import DDPTrainerConfig
 from runner.training import workers as worker_setup
 from runner.training.follow import log_dir
 from runner.training.job import TrainingJob, TrainingResult
@@ -57,6 +58,7 @@ class DDPTrainer(DistributedTrainer):
     """Ray Train's TorchTrainer: ScalingConfig and RunConfig mapped from our keys."""
 
     name = "ddp"
+    schema = DDPTrainerConfig
     ray_layer = "Ray Train"
 
     def _run(self, job: TrainingJob, workers: int) -> TrainingResult:

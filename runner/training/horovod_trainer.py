@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from runner.backends.base import Backend
 from runner.backends.horovod import horovod_env
+from runner.config import HorovodTrainerConfig
 from runner.errors import UserError
 from runner.training import workers as worker_setup
 from runner.training.base import JobFactory
@@ -97,6 +98,7 @@ def _executor_class():
 
 class HorovodTrainer(DistributedTrainer):
     name = "horovod"
+    schema = HorovodTrainerConfig
     ray_fix = "add backend=ray (or launch with horovodrun and backend=horovod)"
 
     def world_size(self, backend: Backend) -> int:

@@ -1,4 +1,4 @@
-"""Trainers (the `strategy` of conf/trainer): how the one training loop is run.
+"""Trainers (conf/trainer/<name>.yaml names each in `_target_`): how the one training loop is run.
 
 local   - the loop in this process.
 horovod - Horovod: on Ray through horovod.ray.RayExecutor (workers are Ray
@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from runner.backends.base import Backend, require_ray_backend
-from runner.config import TrainerConfig
+from runner.config import LocalTrainerConfig, TrainerConfig, trainer_settings
 from runner.errors import UserError
 from runner.runtime import require_ray
 from runner.training import checkpoints
@@ -47,9 +47,17 @@ class LocalTrainer:
 
     name = "local"
     distributed = False
+    schema: type[TrainerConfig] = LocalTrainerConfig
 
-    def __init__(self, settings: TrainerConfig):
-        self.settings = settings
+    def __init__(self, **keys):
+        """`keys`: the trainer config's, as hydra's instantiate passes them."""
+        self.settings = trainer_settings(keys, self.schema)
+        many = self.settings.many_workers()
+        if many and not self.distributed:
+            raise UserError(
+                f"trainer=local trains in one process, but {many} asks for more; "
+                "use trainer=auto (or horovod, ddp) with backend=ray"
+            )
 
     def world_size(self, backend: Backend) -> int:
         return 1
@@ -89,8 +97,8 @@ class DistributedTrainer(LocalTrainer):
     ray_layer = "Ray"
     ray_fix = "add backend=ray"
 
-    def __init__(self, settings: TrainerConfig):
-        super().__init__(settings)
+    def __init__(self, **keys):
+        super().__init__(**keys)
         # One id per trainer (one per run), shared by its retries: see loop._resume_point.
         self.run_id = uuid.uuid4().hex
 

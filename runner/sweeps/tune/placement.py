@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runner.config import HorovodTrainerConfig
 from runner.errors import UserError
 
 
@@ -48,12 +49,14 @@ def trial_resources(trainer) -> TrialResources:
     bundle = {k: float(v) for k, v in trainer.resources_per_worker.items()} or {"CPU": 1.0}
     if trainer.use_gpu:
         bundle.setdefault("GPU", 1.0)
-    if trainer.strategy == "ddp":
+    if trainer.kind == "ddp":
         total = {k: v * workers for k, v in bundle.items()}
         return TrialResources([dict(DRIVER_ONLY)], "PACK", [], total)
-    if trainer.strategy == "horovod" or workers > 1:
+    if trainer.kind == "horovod" or workers > 1:
         placement = (trainer.placement or ("pack" if trainer.use_gpu else "spread")).upper()
-        overrides = [] if trainer.strategy == "horovod" else ["trainer.strategy=horovod"]
+        # trainer=auto (or one of your own) with several workers trains with Horovod here.
+        horovod = f"trainer._target_={HorovodTrainerConfig._target_}"
+        overrides = [] if trainer.kind == "horovod" else [horovod]
         return TrialResources([{}] + [dict(bundle) for _ in range(workers)], placement, overrides)
     return TrialResources([bundle], "PACK", ["backend=local"])
 
