@@ -576,6 +576,18 @@ TABLE: tuple[Each | Callable[[dict], Iterable[Cells]], ...] = (
         ),
     ),
     prediction_rows,
+    # command=explain beside command=predict on the same model and table (keys: "<family>, <rows>").
+    Each(
+        "explanation",
+        (
+            Row(
+                "explain rows/s vs predict ({key})",
+                "explain_rows_per_second",
+                "predict_rows_per_second",
+                size="-",
+            ),
+        ),
+    ),
     # Each layer against the one below it: what the default adds to a bare run (plots,
     # importance, report.html), what logger=mlflow adds to the default; median walls, and the
     # median of the rounds' paired ratios. A run that failed leaves its key out: "-".

@@ -633,6 +633,16 @@ def families_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     suite.record("families", label(rows), figures)
 
 
+def explanation_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
+    from bench.explanation import explanation_figures
+
+    rows = 500 if smoke else 10_000
+    suite.figures["sections"].pop("explanation", None)
+    figures = explanation_figures(work, synthetic_csv(work, rows), 2000 if smoke else 20_000)
+    for family, entry in figures.items():
+        suite.record("explanation", f"{family}, {label(rows)}", entry)
+
+
 def inference_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     from bench.inference_sample import inference_figures
 
@@ -703,6 +713,7 @@ SECTIONS = {
     "prediction": prediction_section,
     "inference": inference_section,
     "families": families_section,
+    "explanation": explanation_section,
     "results": results_section,
     "soak": soak_section,
 }

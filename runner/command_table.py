@@ -33,6 +33,10 @@ COMMANDS: dict[str, Command] = {
     ),
     "evaluate": Command("score a saved model (model_dir=...) on a table", writes_results=True),
     "predict": Command("a saved model's predictions for a table (predictions.parquet)"),
+    "explain": Command(
+        "why a saved model predicts what it does, per row and input (explanations.parquet)",
+        writes_results=True,
+    ),
     "serve": Command("a saved model behind HTTP (POST /predict)"),
     "export": Command("a saved model in a format loaded without this package"),
     "init": Command(

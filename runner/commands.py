@@ -503,6 +503,61 @@ def command_evaluate(run: Run, figures, tracker=None) -> dict:
     return metrics
 
 
+def command_explain(run: Run, figures, tracker=None) -> dict:
+    """Per-row attributions of a saved model's output on raw data (runner/scoring/explain.py),
+    scored where predict scores (here, horovodrun's ranks, Ray's actor pool); their summary
+    in metrics.json and report.html beside the model's permutation importance."""
+    import json
+
+    from runner.reports.explanations import summarize
+    from runner.scoring.batch import ScoringTask
+
+    started = time.perf_counter()
+    task = ScoringTask(
+        labelled=False,
+        write_predictions=True,
+        explain=True,
+        explain_steps=run.settings.explain.steps,
+    )
+    predictor, outcome = _score_raw(run, task)
+    if not run.backend.is_main:
+        return {}
+    assert outcome.predictions is not None  # the task writes its rows
+    seconds = time.perf_counter() - started
+    summary = summarize(outcome.predictions)
+    log.info("explained %d rows in %.2fs", summary["rows"], seconds)
+    model = predictor.saved.settings.family
+    method = {"network": "integrated gradients", "gbm": "tree SHAP"}.get(model, model)
+    assert run.settings.model_dir is not None  # the Predictor loaded from it
+    trained = Path(run.settings.model_dir).parent / "metrics.json"  # the model's own run
+    importance = json.loads(trained.read_text()).get("importance") if trained.exists() else None
+    if run.settings.report.plots:
+        figures.draw(
+            "runner.reports.explanations:plot_attributions",
+            summary,
+            importance,
+            run.run_dir / "plots" / "attributions.png",
+        )
+    metrics = {
+        "explanation": {
+            "rows": summary["rows"],
+            "rows_per_second": summary["rows"] / max(seconds, 1e-9),
+            **{f"mean_abs/{f['input']}": f["value"] for f in summary["mean_abs"]},
+        }
+    }
+    extra = {
+        "explained": {
+            "output": predictor.layout.outputs[0].name,
+            "method": method,
+            "dataset": run.source.label,
+            "extreme_rows": summary["extreme_rows"],
+        },
+        **({"importance": importance} if importance else {}),
+    }
+    _finish(run, metrics, extra, figures, tracker)
+    return metrics
+
+
 def command_serve(run: Run) -> dict:
     """The model behind HTTP on Ray Serve until SIGINT / SIGTERM (runner/serving)."""
     from runner.serving.server import serve_until_stopped
@@ -589,7 +644,7 @@ def _write_report(run: Run, report: dict, warnings: list[str]) -> None:
         OmegaConf.create(redact(OmegaConf.to_container(run.cfg, resolve=True)))
     )
     plots = sorted((run.run_dir / "plots").glob("*.png"))
-    plots = [p for p in plots if p.name != "importance.png"]
+    plots = [p for p in plots if p.name not in ("importance.png", "attributions.png")]
     run_report(run.run_dir, report, components, config, plots, warnings)
 
 
@@ -607,6 +662,8 @@ def _finish(run: Run, metrics: dict, extra: dict, figures, tracker=None) -> None
         ("model", "model"),
         ("predictions.parquet", "predictions"),
         ("predictions", "predictions"),
+        ("explanations.parquet", "explanations"),
+        ("explanations", "explanations"),
         ("learning_curves.png", "curves"),
         ("tensorboard", "tensorboard"),
         ("checkpoints", "checkpoints"),

@@ -755,6 +755,19 @@ class PredictConfig:
 
 
 @dataclass
+class ExplainConfig:
+    """command=explain: per-row attributions (runner/scoring/explain.py)."""
+
+    # Integrated gradients' points on the path from the baseline (the network; trees and
+    # their SHAP values are exact): the attributions' sum meets the output within about
+    # 0.01 logits at 64 on the tests' networks; more is slower, in proportion.
+    steps: int = 64
+
+    def __post_init__(self):
+        _require(self.steps >= 1, "explain.steps", "at least 1", self.steps)
+
+
+@dataclass
 class ExportConfig:
     """command=export: the model as an artifact that takes the encoded tensors."""
 
@@ -905,6 +918,7 @@ class RunConfig:
     # A trained model's directory (<run>/model) for command=predict|evaluate|serve|export.
     model_dir: str | None = None
     predict: PredictConfig = field(default_factory=PredictConfig)
+    explain: ExplainConfig = field(default_factory=ExplainConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
     init: InitConfig = field(default_factory=InitConfig)

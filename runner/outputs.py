@@ -53,7 +53,9 @@ def format_summary(
 ) -> str:
     """A metric table (rows: metric, columns: split), warnings, and where each output went."""
     splits = [
-        s for s in ("train", "validation", "test", "evaluation", "baseline") if metrics.get(s)
+        s
+        for s in ("train", "validation", "test", "evaluation", "baseline", "explanation")
+        if metrics.get(s)
     ]
     names = list(dict.fromkeys(name for s in splits for name in metrics[s]))
     width = max([len(n) for n in names] + [6])

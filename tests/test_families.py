@@ -138,8 +138,13 @@ def test_evaluate_and_predict_a_tree_model_from_the_cli(data, trees):
     assert evaluation["value/r2"] > 0.9
 
 
-def test_the_ensemble_is_weighted_on_validation_and_no_worse_than_a_member(data):
-    run_dir, metrics = trained(data, "ensemble", "ensemble", "good")
+@pytest.fixture(scope="module")
+def ensemble(data):
+    return trained(data, "ensemble", "ensemble", "good")
+
+
+def test_the_ensemble_is_weighted_on_validation_and_no_worse_than_a_member(data, ensemble):
+    run_dir, metrics = ensemble
     weights = json.loads((run_dir / "metrics.json").read_text())["training"]["ensemble_weights"]
     assert set(weights) == {"network", "gbm"} and sum(weights.values()) == pytest.approx(1.0)
     assert metrics["test"]["good/roc_auc"] > 0.9
@@ -162,6 +167,59 @@ def test_the_ensemble_is_weighted_on_validation_and_no_worse_than_a_member(data)
     assert losses["ensemble"] <= min(losses["network"], losses["gbm"]) + 1e-9
 
 
+def explained(data, model_dir, name: str, *overrides) -> pd.DataFrame:
+    out = data / name
+    run_experiment(
+        out,
+        data / "cache",
+        "command=explain",
+        f"model_dir={model_dir}",
+        f"dataset.path={data / 'head.csv'}",
+        *overrides,
+    )
+    path = out / "explanations.parquet"
+    return pd.read_parquet(path if path.exists() else out / "explanations").sort_values("row")
+
+
+@pytest.fixture(scope="module")
+def head(data):
+    pd.read_csv(data / "train.csv").head(400).to_csv(data / "head.csv", index=False)
+    return pd.read_csv(data / "head.csv")
+
+
+def test_explain_gives_tree_shap_of_the_predicted_class_summing_to_its_raw_score(data, trees, head):
+    run_dir, _ = trees["grade"]
+    frame = explained(data, run_dir / "model", "explain-gbm", "backend=local")
+    predictor = Predictor.load(run_dir / "model")
+    logits = predictor.score_inputs(head).logits["grade"]
+    picked = logits.argmax(axis=1)
+    assert frame["class"].tolist() == [predictor.layout.outputs[0].labels[i] for i in picked]
+    np.testing.assert_allclose(frame["output"], logits[np.arange(len(head)), picked], atol=1e-5)
+    shares = frame.filter(like="attribution.")
+    np.testing.assert_allclose(frame["base"] + shares.sum(axis=1), frame["output"], atol=TOLERANCE)
+    # The tree inputs that drive the grade carry it; a text's tokens are no tree input, but
+    # its components are: the review is explained through them.
+    means = shares.abs().mean()
+    assert means["attribution.size"] > means["attribution.weight"]
+    assert means["attribution.review"] > 0
+    # The report puts them beside the permutation importance of the model's own run.
+    report = (data / "explain-gbm" / "report.html").read_text()
+    assert "Explanations of grade (tree SHAP)" in report and "Permutation importance" in report
+
+
+def test_explain_gives_the_ensembles_probability_from_its_members_attributions(
+    data, ensemble, head
+):
+    run_dir, _ = ensemble
+    frame = explained(data, run_dir / "model", "explain-ensemble", "backend=local")
+    predictor = Predictor.load(run_dir / "model")
+    probability = 1 / (1 + np.exp(-predictor.score_inputs(head).logits["good"][:, 0]))
+    np.testing.assert_allclose(frame["output"], probability, atol=1e-5)
+    shares = frame.filter(like="attribution.").sum(axis=1)
+    np.testing.assert_allclose(frame["base"] + shares, frame["output"], atol=1e-4)
+    assert ((frame["base"] > 0) & (frame["base"] < 1)).all()
+
+
 def test_trees_refuse_several_outputs_before_any_work(data, tmp_path):
     with pytest.raises(UserError, match=r"model.family=gbm trains trees for one binary, category"):
         run_experiment(
@@ -175,7 +233,7 @@ def test_trees_refuse_several_outputs_before_any_work(data, tmp_path):
 
 
 @pytest.mark.distributed
-def test_a_tree_model_on_the_ray_pool_and_served_over_http(data, trees, ray_session):
+def test_a_tree_model_on_the_ray_pool_and_served_over_http(data, trees, head, ray_session):
     from ray import serve
 
     from runner.config import ServeConfig
@@ -204,6 +262,20 @@ def test_a_tree_model_on_the_ray_pool_and_served_over_http(data, trees, ray_sess
     head = got.head(50).reset_index(drop=True)
     np.testing.assert_allclose(head["grade_probability_A"], want["grade_probability_A"], atol=1e-6)
     assert len(got) == 2500 and len(local) > 0
+    # Explained by the same pool: what the local explanation says, row for row.
+    here = explained(data, run_dir / "model", "explain-here", "backend=local")
+    pooled = explained(
+        data,
+        run_dir / "model",
+        "explain-pool",
+        "backend=ray",
+        "trainer.num_workers=2",
+        "trainer.resources_per_worker={CPU: 0.5}",
+        "predict.pool_min_rows=100",
+    )
+    assert pooled["row"].tolist() == here["row"].tolist() == list(range(400))  # head.csv
+    for column in here.columns.drop("class"):
+        np.testing.assert_allclose(pooled[column], here[column], atol=1e-9, err_msg=column)
     # Served over HTTP on Ray Serve: what the Predictor answers.
     url = deploy(ServeConfig(port=free_port()), str(run_dir / "model"))
     try:

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from helpers import FAST, MIXED_MODEL, mixed_table, run_cli, run_experiment
 
+from runner.model.layout import feature_columns
 from runner.processing.features.model_side.number import PAIRS_KEPT
 from runner.reports.evaluation import binary_curves, per_class_f1
-from runner.reports.importance import feature_columns, permutation_importance
+from runner.reports.importance import permutation_importance
 from runner.scoring import metrics
 from runner.scoring.predictor import Predictor
 

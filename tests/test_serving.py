@@ -205,6 +205,71 @@ def test_onnx_export_answers_as_the_model_for_any_number_of_rows(model):
     assert described["format"] == "onnx" and set(described["inputs"]) == set(data.inputs)
 
 
+def test_explain_attributions_and_base_sum_to_the_networks_output(model):
+    """command=explain on the network over every input type: per row, base + the inputs'
+    integrated gradients give the first output's logit (within the quadrature's error), the
+    output is the model's own, and the report shows the inputs' mean |attribution|."""
+    out = model["work"] / "explain"
+    metrics = run_experiment(
+        out,
+        model["work"] / "cache",
+        "command=explain",
+        f"model_dir={model['dir']}",
+        f"dataset.path={model['csv']}",
+        "backend=local",
+    )
+    frame = pd.read_parquet(out / "explanations.parquet")
+    predictor = Predictor.load(model["dir"])
+    shares = frame[[f"attribution.{name}" for name in predictor.input_names]]
+    assert len(frame) == 300 and list(frame["row"]) == list(range(300))
+    # within the quadrature's error (the ReLUs' kinks): 0.005 at most here
+    np.testing.assert_allclose(frame["base"] + shares.sum(axis=1), frame["output"], atol=1e-2)
+    logits = predictor.score_inputs(pd.read_csv(model["csv"])).logits["good"][:, 0]
+    np.testing.assert_allclose(frame["output"], logits, atol=1e-5)
+    assert frame["base"].nunique() == 1  # one baseline row
+    # size drives every output of the table; weight is noise
+    assert shares["attribution.size"].abs().mean() > shares["attribution.weight"].abs().mean()
+    assert metrics["explanation"]["rows"] == 300
+    report = (out / "report.html").read_text()
+    assert "Explanations of good (integrated gradients)" in report
+    assert (out / "plots" / "attributions.png").exists()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"combiner": "transformer"},
+        {"combiner": "residual", "number_encoder": "periodic"},
+        {"number_encoder": "piecewise", "bin_features": 4, "ensemble_size": 4},
+    ],
+    ids=["transformer", "residual-periodic", "piecewise-tabm"],
+)
+def test_integrated_gradients_are_complete_for_every_network_shape(model, settings):
+    """Untrained networks of the other shapes on the same inputs: the attributions still sum to
+    the output (integrated gradients' completeness does not depend on the weights)."""
+    import dataclasses
+
+    import torch
+
+    from runner.model.artifact import SavedModel
+    from runner.model.network import build_model
+    from runner.scoring.explain import explain_processed
+
+    saved = Predictor.load(model["dir"]).saved
+    chosen = dataclasses.replace(saved.settings, **settings)
+    torch.manual_seed(0)
+    network = build_model(saved.layout, chosen).eval()
+    if chosen.combiner == "transformer":
+        # As training leaves it: at its initial 0 the number tokens are 0 at the baseline,
+        # where the Transformer's LayerNorm jumps (docs/results.md says so).
+        torch.nn.init.normal_(network.combiner.number_bias, std=0.1)
+    predictor = Predictor(SavedModel(network, saved.layout, saved.meta, chosen))
+    frame = explain_processed(predictor, predictor.processed(pd.read_csv(model["csv"]), False))
+    shares = frame.filter(like="attribution.").sum(axis=1)
+    np.testing.assert_allclose(frame["base"] + shares, frame["output"], atol=1e-2)
+    assert frame.filter(like="attribution.").abs().to_numpy().max() > 1e-4
+
+
 @pytest.fixture(scope="module")
 def server(model, ray_session):
     from ray import serve

@@ -21,6 +21,19 @@ def text_key(name: str) -> str:
     return f"text:{name}"
 
 
+def feature_columns(columns: list[str], features: list[str]) -> dict[str, list[str]]:
+    """Each input's processed columns: its name, and `<name>.<part>` unless a longer input
+    name claims the column."""
+    owned: dict[str, list[str]] = {f: [] for f in features}
+    by_length = sorted(features, key=len, reverse=True)
+    for column in columns:
+        for feature in by_length:
+            if column == feature or column.startswith(feature + "."):
+                owned[feature].append(column)
+                break
+    return {f: c for f, c in owned.items() if c}
+
+
 @dataclass
 class OutputSpec:
     name: str

@@ -85,6 +85,10 @@ class PeriodicEncoder(nn.Module):
         out = torch.relu(torch.einsum("bnk,nkd->bnd", periodic, self.weight) + self.bias)
         return out.flatten(1)
 
+    def source_columns(self) -> torch.Tensor:
+        """The number column each value of the encoding comes from."""
+        return torch.arange(self.weight.shape[0]).repeat_interleave(self.weight.shape[2])
+
 
 class PiecewiseLinearEncoder(nn.Module):
     """Number columns as piecewise-linear encodings (PLE; Gorishniy et al., 2022): per column,
@@ -152,6 +156,11 @@ class PiecewiseLinearEncoder(nn.Module):
             assert self.projection_bias is not None  # set with the projection
             position = torch.relu(position + self.projection_bias)
         return torch.cat([numbers, position.flatten(1)], dim=1)
+
+    def source_columns(self, columns: int) -> torch.Tensor:
+        """The number column each value of the encoding comes from (of `columns`)."""
+        per_column = (self.width - columns) // max(len(self.columns), 1)
+        return torch.cat([torch.arange(columns), self.columns.repeat_interleave(per_column)])
 
 
 class MemberHeads(nn.Module):
@@ -304,7 +313,7 @@ class TabularModel(nn.Module):
         elif settings.number_encoding == "piecewise" and layout.numeric:
             self.piecewise = PiecewiseLinearEncoder(layout.bin_edges, settings.bin_features)
             numeric_width = self.piecewise.width
-        # The width of each encoding, in the order _encode returns them.
+        # The width of each encoding, in the order forward passes them to from_encodings.
         widths = (
             [numeric_width] * bool(layout.numeric)
             + [dim for *_, dim in layout.categories]
@@ -339,15 +348,25 @@ class TabularModel(nn.Module):
                 {spec.name: nn.Linear(width, spec.size) for spec in layout.outputs}
             )
 
-    def _encode(self, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    def encode_numbers(self, numbers: torch.Tensor) -> torch.Tensor:
+        if self.periodic is not None:
+            return self.periodic(numbers)
+        if self.piecewise is not None:
+            return self.piecewise(numbers)
+        return numbers
+
+    def number_sources(self) -> torch.Tensor:
+        """The number column each value of encode_numbers' output comes from."""
+        columns = len(self.layout.numeric)
+        if self.periodic is not None:
+            return self.periodic.source_columns()
+        if self.piecewise is not None:
+            return self.piecewise.source_columns(columns)
+        return torch.arange(columns)
+
+    def embed(self, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        """Each category's, then each text's, embedding of the rows, in layout order."""
         parts = []
-        if self.layout.numeric:
-            numbers = inputs[NUMERIC]
-            if self.periodic is not None:
-                numbers = self.periodic(numbers)
-            elif self.piecewise is not None:
-                numbers = self.piecewise(numbers)
-            parts.append(numbers)
         if self.layout.categories:
             codes = inputs[CATEGORY]
             parts += [emb(codes[:, i]) for i, emb in enumerate(self.embeddings)]
@@ -357,7 +376,12 @@ class TabularModel(nn.Module):
     def forward(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Logits per output, [rows, size]; an ensemble in training mode gives each member's,
         [rows, k, size], for the loss to fit every member."""
-        parts = self._encode(inputs)
+        numbers = [self.encode_numbers(inputs[NUMERIC])] if self.layout.numeric else []
+        return self.from_encodings([*numbers, *self.embed(inputs)])
+
+    def from_encodings(self, parts: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The logits from the encoded inputs (the numbers' encoding first, then embed()'s):
+        where integrated gradients (runner/scoring/explain.py) enters the network."""
         if isinstance(self.combiner, TransformerCombiner):
             hidden = self.combiner(parts)
         else:  # an MLP (plain or residual) over the encodings side by side

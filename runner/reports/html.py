@@ -60,7 +60,7 @@ def write_page(path: Path, title: str, sections: list[tuple[str, str]]) -> Path:
     return path
 
 
-SPLITS = ("train", "validation", "test", "evaluation", "baseline")
+SPLITS = ("train", "validation", "test", "evaluation", "baseline", "explanation")
 
 
 def metric_table(report: dict) -> str:
@@ -87,6 +87,33 @@ def run_report(
     if curves.exists():
         sections.append(("Learning curves", image(curves)))
     sections.append(("Evaluation", "".join(image(p) for p in plots if p.exists())))
+    explained = report.get("explained")
+    if explained:
+        means = [
+            [k.removeprefix("mean_abs/"), v]
+            for k, v in report["explanation"].items()
+            if k.startswith("mean_abs/")
+        ]
+        extreme = [
+            [
+                e["row"],
+                e.get("class", ""),
+                e["output"],
+                e["base"],
+                ", ".join(f"{k} {v:+.3g}" for k, v in e["top_inputs"].items()),
+            ]
+            for e in explained["extreme_rows"]
+        ]
+        chart = run_dir / "plots" / "attributions.png"
+        sections.append(
+            (
+                f"Explanations of {explained['output']} ({explained['method']})",
+                (image(chart) if chart.exists() else "")
+                + table(["input", "mean |attribution|"], means)
+                + "<p>The rows whose output moved furthest from the base:</p>"
+                + table(["row", "class", "output", "base", "largest attributions"], extreme),
+            )
+        )
     importance = report.get("importance")
     if importance:
         rows = [[f["input"], f["mean"], f["std"]] for f in importance["features"]]

@@ -33,6 +33,13 @@ class ScoringTask:
     keep_columns: tuple[str, ...] = ()  # raw columns copied beside `row` (predict.keep_columns)
     # The Arrow type each kept column has in the whole table (a CSV's are read as strings).
     keep_types: tuple[tuple[str, pa.DataType], ...] = ()
+    explain: bool = False  # per-row attributions (runner/scoring/explain.py), not predictions
+    explain_steps: int = 64  # integrated gradients' (explain.steps)
+
+    @property
+    def written(self) -> str:
+        """What the rows written are called: <written>.parquet, or a <written>/ of parts."""
+        return "explanations" if self.explain else "predictions"
 
 
 @dataclass
@@ -50,6 +57,12 @@ def score_partition(
 ) -> PartitionResult:
     """Scores one partition: raw rows (a DataFrame with their global row numbers) or processed
     rows (an Arrow table of a cache split, which carries its row numbers)."""
+    if task.explain:
+        from runner.scoring.explain import explain_processed
+
+        table = data if task.processed else predictor.processed(data, False, row_ids=row_ids)
+        explained = explain_processed(predictor, table, task.explain_steps)
+        return PartitionResult(explained, None, len(explained))
     if task.processed:
         scored = predictor.score_processed(data, task.labelled)
     elif task.labelled:

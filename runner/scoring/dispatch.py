@@ -142,14 +142,14 @@ def _local_run(
     path = None
     if task.write_predictions:
         frames = [r.predictions for r in results]
-        path = out_dir / "predictions.parquet"
+        path = out_dir / f"{task.written}.parquet"
         write_frame(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0], path)
     stats = [r.stats for r in results if r.stats is not None]
     return _outcome(predictor, sum(r.rows for r in results), stats, task, path)
 
 
 def _ranks_run(predictor, data, task: ScoringTask, backend, out_dir: Path) -> BatchOutcome:
-    final = out_dir / "predictions"
+    final = out_dir / task.written
     parts = backend.share(StagedParts(Location(str(final)))) if task.write_predictions else None
     try:
         rows, stats = score_on_ranks(predictor, data, task, backend, parts)
@@ -165,7 +165,7 @@ def _ranks_run(predictor, data, task: ScoringTask, backend, out_dir: Path) -> Ba
 
 
 def _parts_run(out_dir: Path, task: ScoringTask, run, predictor) -> BatchOutcome:
-    final = out_dir / "predictions"
+    final = out_dir / task.written
     parts = StagedParts(Location(str(final))) if task.write_predictions else None
     try:
         rows, stats = run(parts)
