@@ -588,6 +588,19 @@ TABLE: tuple[Each | Callable[[dict], Iterable[Cells]], ...] = (
             ),
         ),
     ),
+    # k_fold=5 against one experiment on the same table (key: its rows).
+    Each(
+        "k_fold",
+        (
+            Row(
+                "k_fold=5 wall vs one experiment ({key} rows)",
+                "k_fold_seconds",
+                "one_run_seconds",
+                size="{key}",
+                unit="s",
+            ),
+        ),
+    ),
     # Each layer against the one below it: what the default adds to a bare run (plots,
     # importance, report.html), what logger=mlflow adds to the default; median walls, and the
     # median of the rounds' paired ratios. A run that failed leaves its key out: "-".

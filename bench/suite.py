@@ -643,6 +643,15 @@ def explanation_section(suite, work: Path, sizes: list[int], smoke: bool) -> Non
         suite.record("explanation", f"{family}, {label(rows)}", entry)
 
 
+def folds_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
+    from bench.folds import folds_figures
+
+    rows = 500 if smoke else 10_000
+    suite.figures["sections"].pop("k_fold", None)
+    figures = folds_figures(work, synthetic_csv(work, rows), 1 if smoke else 2)
+    suite.record("k_fold", label(rows), figures)
+
+
 def inference_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     from bench.inference_sample import inference_figures
 
@@ -714,6 +723,7 @@ SECTIONS = {
     "inference": inference_section,
     "families": families_section,
     "explanation": explanation_section,
+    "k_fold": folds_section,
     "results": results_section,
     "soak": soak_section,
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -300,9 +300,13 @@ def _infer_features(cfg: DictConfig, settings: RunConfig, source: DataSource, ru
     given = {
         f.name: f.type for f in [*(model.input_features or []), *(model.output_features or [])]
     }
-    split = cast(dict, OmegaConf.to_container(cfg.dataset.split, resolve=True))
+    from runner.processing.split import split_settings
+
+    split = split_settings(cfg.dataset.split)
+    # Types from the training rows before any k_fold cut: every fold infers the same ones.
+    unfolded = {k: v for k, v in split.items() if k not in ("folds", "fold")}
     inference = infer_source(
-        source, settings.dataset, split, outputs, given, model.input_features is not None
+        source, settings.dataset, unfolded, outputs, given, model.input_features is not None
     )
     for line in inference.table().splitlines():
         log.info("%s", line)

@@ -40,6 +40,10 @@ def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
     from runner.config import check_config
 
     settings = check_config(cfg)
+    if settings.k_fold:
+        from runner.folds import cross_validate
+
+        return cross_validate(cfg, Path(run_dir), settings.k_fold, run_command)
     # A trainer that will need Ray has it start now, in a thread (runner/backends/early.py).
     early = start_ray_early(cfg, settings)
     try:
@@ -142,8 +146,9 @@ def _features(run: Run) -> FeatureSet:
 
 def _preprocess(run: Run) -> Preprocessed:
     from runner.processing.pipeline import preprocess
+    from runner.processing.split import split_settings
 
-    split = cast(dict, OmegaConf.to_container(run.cfg.dataset.split, resolve=True))
+    split = split_settings(run.cfg.dataset.split)
     features = _features(run)
     preprocessed = run.backend.main_first(
         lambda: preprocess(

@@ -85,6 +85,10 @@ class SplitConfig:
     ratios: list[float] = field(default_factory=lambda: [0.7, 0.15, 0.15])
     seed: int = 42
     column: str | None = None  # with method=column: values train/validation/test or 0/1/2
+    # Set by k_fold=N for each of its runs (not typed by hand): the training and validation
+    # rows cut into `folds` parts by the same hash; part `fold` validates, the rest train.
+    folds: int = 0
+    fold: int = 0
 
 
 @dataclass
@@ -908,6 +912,9 @@ class RunConfig:
     trainer: Any = MISSING
     loader: Any = MISSING
     command: str = "experiment"  # experiment | preprocess | train | evaluate | predict
+    # k_fold=N (command=experiment): N runs, each validating on another Nth of the training
+    # and validation rows (the test split held out), and the metrics' mean and standard error.
+    k_fold: int | None = None
     seed: int = 42
     # Where processed splits live, keyed by a checksum of data + preprocessing config.
     cache_dir: str = "${oc.env:TABULAR_RUNNER_CACHE,'~/.cache/tabular-runner'}"
@@ -927,6 +934,19 @@ class RunConfig:
 
     def __post_init__(self):
         _one_of(self.command, tuple(COMMANDS), "command")
+        if self.k_fold is not None:
+            _require(self.k_fold >= 2, "k_fold", "at least 2", self.k_fold)
+            if self.command != "experiment":
+                raise UserError(
+                    f"k_fold={self.k_fold} cross-validates command=experiment, not "
+                    f"command={self.command}; drop k_fold or use command=experiment"
+                )
+            if self.dataset.split.method != "random":
+                raise UserError(
+                    f"k_fold={self.k_fold} cuts random splits into folds; "
+                    f"dataset.split.method={self.dataset.split.method} fixes each row's split: "
+                    "use dataset.split.method=random"
+                )
 
 
 def _unknown_keys(node, path: str):

@@ -54,6 +54,8 @@ def test_every_figure_is_produced(tmp_path):
         "serving",
         "results",
         "soak",
+        "explanation",
+        "k_fold",
     }
     assert expected <= set(figures), sorted(figures)
     size = "2k"
@@ -76,6 +78,9 @@ def test_every_figure_is_produced(tmp_path):
     assert figures["sweeps"]["3 trials"]["ray_seconds"] > 0
     assert figures["sweeps"]["3 trials"]["ray_attached_seconds"] > 0
     assert figures["sweeps"]["3 trials"]["ray_attached_fresh_seconds"] > 0
+    for family in ("network", "gbm"):
+        assert figures["explanation"][f"{family}, 500"]["explain_rows_per_second"] > 0
+    assert figures["k_fold"]["500"]["k_fold_seconds"] > 0 and figures["k_fold"]["500"]["folds"] == 5
     tune = figures["tune"]["2 trials"]
     assert tune["asha"]["seconds"] > 0 and tune["none"]["epochs_trained"] == 4
     for replicas in ("1 replica(s)", "2 replica(s)", "1 replica(s), proxy"):

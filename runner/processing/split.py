@@ -35,6 +35,18 @@ def uniform_from_ids(row_ids: np.ndarray, seed: int) -> np.ndarray:
     return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
+def split_settings(node) -> dict:
+    """dataset.split as the plain dict the split and the cache key take; without k_fold's
+    keys when they are unset, so a run without folds keeps its cache entry."""
+    from omegaconf import OmegaConf
+
+    split = dict(OmegaConf.to_container(node, resolve=True))  # type: ignore[arg-type]
+    if not split.get("folds"):
+        split.pop("folds", None)
+        split.pop("fold", None)
+    return split
+
+
 def validate_split(split: dict) -> None:
     method = split["method"]
     if method == "random":
@@ -62,6 +74,12 @@ def assign_splits(frame: pd.DataFrame, row_ids: np.ndarray, split: dict) -> np.n
     if split["method"] == "random":
         train, validation, _ = split["ratios"]
         u = uniform_from_ids(row_ids, int(split["seed"]))
+        folds = int(split.get("folds") or 0)
+        if folds:  # k_fold: the same held-out test rows; the rest cut into `folds` parts
+            kept = train + validation
+            part = np.minimum((u / kept * folds).astype(np.int64), folds - 1)
+            codes = np.where(part == int(split["fold"]), 1, 0)
+            return np.where(u < kept, codes, 2).astype(np.int8)
         return np.where(u < train, 0, np.where(u < train + validation, 1, 2)).astype(np.int8)
     column = split["column"]
     values = frame[column].astype(str).str.strip().str.lower()
