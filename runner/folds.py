@@ -3,7 +3,12 @@ into N parts by the split's own row hash (runner/processing/split.py; the test r
 held out); run i validates on part i and trains on the rest, as a whole experiment of its own
 under <run dir>/folds/fold-<i> (its own preprocessing: statistics of its training rows only,
 in a cache entry of its own). Then every metric's mean over the folds, its standard error
-and each fold's value, for the held-out parts and for the test split."""
+and each fold's value, for the held-out parts and for the test split.
+
+On Ray (backend=ray, or auto where the run would use Ray) the folds run side by side as Ray
+tasks, as the Ray launcher runs sweep trials: a fold's driver holds no CPU, its workers do,
+and as many folds run at once as the cluster holds their workers; elsewhere one after
+another in this process."""
 
 from __future__ import annotations
 
@@ -22,18 +27,29 @@ def cross_validate(cfg: DictConfig, run_dir: Path, folds: int, run_command) -> d
     backend); returns the folds' mean metrics, keyed like one run's (a sweep's objective
     reads validation/<metric>)."""
     from runner import outputs
+    from runner.backends.early import decide_backend
+    from runner.backends.ray import RayBackend
+    from runner.config import check_config
 
-    fold_metrics, fold_dirs = [], []
+    runs = []
     for fold in range(folds):
         fold_cfg = cfg.copy()
         with open_dict(fold_cfg):
             fold_cfg.k_fold = None
             fold_cfg.dataset.split.folds = folds
             fold_cfg.dataset.split.fold = fold
-        log.info("k_fold: fold %d of %d", fold + 1, folds)
-        fold_dir = run_dir / "folds" / f"fold-{fold}"
-        fold_metrics.append(run_command(fold_cfg, fold_dir))
-        fold_dirs.append(str(fold_dir))
+        runs.append((fold_cfg, run_dir / "folds" / f"fold-{fold}"))
+    settings = check_config(cfg)
+    backend = decide_backend(cfg, settings)
+    if isinstance(backend, RayBackend):
+        with backend:
+            fold_metrics = _side_by_side(backend, runs, settings.trainer, run_command)
+    else:
+        fold_metrics = []
+        for fold, (fold_cfg, fold_dir) in enumerate(runs):
+            log.info("k_fold: fold %d of %d", fold + 1, folds)
+            fold_metrics.append(run_command(fold_cfg, fold_dir))
+    fold_dirs = [str(fold_dir) for _, fold_dir in runs]
     summary = {split: summarize([m.get(split, {}) for m in fold_metrics]) for split in SPLITS}
     means = {split: {k: v["mean"] for k, v in summary[split].items()} for split in SPLITS}
     outputs.write_json(
@@ -48,6 +64,44 @@ def cross_validate(cfg: DictConfig, run_dir: Path, folds: int, run_command) -> d
     )
     print(format_summary(summary, folds, run_dir))
     return means
+
+
+def _side_by_side(backend, runs: list, trainer, run_command) -> list[dict]:
+    """The folds as Ray tasks on the backend's cluster, at most as many at once as it holds
+    their workers; their metrics in fold order."""
+    ray = backend.runtime.start()
+    workers = trainer.num_workers or 1
+    bundle = {k: float(v) for k, v in trainer.resources_per_worker.items()} or {"CPU": 1.0}
+    cluster = ray.cluster_resources()
+    at_once = max(
+        1,
+        int(
+            min(
+                (cluster.get(k, 0.0) // (v * workers) for k, v in bundle.items() if v > 0),
+                default=1,
+            )
+        ),
+    )
+    log.info("k_fold: %d folds on Ray, %d at once", len(runs), min(at_once, len(runs)))
+    # A fold's driver holds no CPU (its workers do); max_calls=0 keeps the worker process,
+    # so a later fold skips the imports.
+    task = ray.remote(num_cpus=0, max_calls=0)(_run_fold)
+    pending = list(enumerate(runs))
+    running: dict = {}
+    done: dict[int, dict] = {}
+    while pending or running:
+        while pending and len(running) < at_once:
+            fold, (fold_cfg, fold_dir) = pending.pop(0)
+            running[task.remote(run_command, fold_cfg, str(fold_dir))] = fold
+        ready, _ = ray.wait(list(running), num_returns=1)
+        for ref in ready:
+            done[running.pop(ref)] = ray.get(ref)
+    return [done[fold] for fold in range(len(runs))]
+
+
+def _run_fold(run_command, fold_cfg: DictConfig, fold_dir: str) -> dict:
+    """One fold in a Ray worker: the run attaches to the Ray this worker belongs to."""
+    return run_command(fold_cfg, Path(fold_dir))
 
 
 def summarize(per_fold: list[dict]) -> dict:

@@ -117,3 +117,34 @@ def test_a_sweeps_objective_is_the_folds_mean(tmp_path):
         written = json.loads((tmp_path / "sweep" / trial / "metrics.json").read_text())
         assert record["objective"] == "val/loss" and record["status"] == "completed"
         assert record["value"] == written["cross_validation"]["loss"]["mean"]
+
+
+@pytest.mark.distributed
+def test_on_ray_the_folds_run_side_by_side_as_tasks(tmp_path, ray_session, caplog):
+    """backend=ray: each fold is a Ray task (its run in a Ray worker, attached to the same
+    Ray), two at once on the two CPUs; the summary is the folds' as in one process."""
+    import logging
+    import os
+
+    caplog.set_level(logging.INFO, logger="runner.folds")
+    metrics = run_experiment(
+        tmp_path / "run",
+        tmp_path / "cache",
+        "k_fold=2",
+        "dataset.synthetic_rows=800",
+        "trainer.epochs=1",
+        "backend=ray",
+        "report.importance_rows=0",
+    )
+    assert "k_fold: 2 folds on Ray, 2 at once" in caplog.text
+    pids = []
+    for fold in range(2):
+        ran = tmp_path / "run" / "folds" / f"fold-{fold}"
+        pids.append(json.loads((ran / "workers" / "rank-0.json").read_text())["pid"])
+        held_out = json.loads((ran / "metrics.json").read_text())["validation"]["label/roc_auc"]
+        written = json.loads((tmp_path / "run" / "metrics.json").read_text())
+        assert written["cross_validation"]["label/roc_auc"]["folds"][fold] == held_out
+    assert os.getpid() not in pids and len(set(pids)) == 2
+    assert metrics["validation"]["label/roc_auc"] == pytest.approx(
+        written["cross_validation"]["label/roc_auc"]["mean"]
+    )
