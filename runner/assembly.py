@@ -25,7 +25,7 @@ from runner.loading.base import Loader
 from runner.loading.local import LocalLoader
 from runner.processing.base import Processor
 from runner.processing.inference import Inference
-from runner.processing.pandas_engine import PandasProcessor
+from runner.processing.pandas_processor import PandasProcessor
 from runner.processing.source import DataSource
 from runner.storage import load_credentials
 from runner.training.base import Trainer
@@ -55,7 +55,7 @@ class AutoProcessor:
             return PandasProcessor()
         size, limit = source.size_bytes(), self.distributed_min_bytes
         if size >= limit:
-            from runner.processing.arrow_engine import ArrowProcessor
+            from runner.processing.arrow_processor import ArrowProcessor
 
             log.info(
                 "processor=auto picked arrow: %.0f MB of data "

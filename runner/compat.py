@@ -109,7 +109,7 @@ INTERNALS = (
     Internal(
         "modin.core.execution.ray.common.engine_wrapper",
         "RayWrapper._func_cache",
-        "runner/processing/modin_engine.py: after a new Ray session",
+        "runner/processing/modin_processor.py: after a new Ray session",
         "Modin reuses object refs of a Ray session that is gone (a second run in one process)",
     ),
     Internal(

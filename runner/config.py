@@ -417,13 +417,13 @@ class AutoBackendConfig:
 
 @dataclass
 class PandasProcessorConfig:
-    _target_: str = "runner.processing.pandas_engine.PandasProcessor"
+    _target_: str = "runner.processing.pandas_processor.PandasProcessor"
 
 
 @dataclass
 class ModinProcessorConfig:
-    _target_: str = "runner.processing.modin_engine.ModinProcessor"
-    parallelism: int | None = None  # partitions; null lets the engine decide
+    _target_: str = "runner.processing.modin_processor.ModinProcessor"
+    parallelism: int | None = None  # partitions; null lets the processor decide
 
     def __post_init__(self):
         if self.parallelism is not None:
@@ -437,14 +437,14 @@ class ModinProcessorConfig:
 
 @dataclass
 class ArrowProcessorConfig(ModinProcessorConfig):
-    _target_: str = "runner.processing.arrow_engine.ArrowProcessor"
+    _target_: str = "runner.processing.arrow_processor.ArrowProcessor"
     persist: bool = True  # keep partitions in the object store between passes; false streams them
     blocksize: str = "64MB"  # CSV bytes per partition when parallelism is null
 
 
 @dataclass
 class DaskProcessorConfig(ArrowProcessorConfig):
-    _target_: str = "runner.processing.dask_engine.DaskProcessor"
+    _target_: str = "runner.processing.dask_processor.DaskProcessor"
 
 
 @dataclass

@@ -13,7 +13,7 @@ import pytest
 from helpers import ROOT, compose_config, error_lines, run_experiment
 
 from runner.assembly import assemble
-from runner.processing.pandas_engine import PandasProcessor
+from runner.processing.pandas_processor import PandasProcessor
 
 
 def entries(cache_dir):

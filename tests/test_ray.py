@@ -63,7 +63,7 @@ def model_features():
 
 
 @pytest.mark.parametrize("name", ["mixed.csv", "mixed.parquet", None])
-def test_every_engine_produces_the_same_cache(tmp_path, mixed_files, name):
+def test_every_processor_produces_the_same_cache(tmp_path, mixed_files, name):
     if name is None:
         source = DataSource.from_config(DatasetConfig(synthetic_rows=150000))
         features = FeatureSet(
@@ -97,7 +97,7 @@ def test_every_engine_produces_the_same_cache(tmp_path, mixed_files, name):
 
 
 @pytest.mark.parametrize("name", ["houses.tsv", "houses.jsonl.gz"])
-def test_every_engine_infers_and_reads_other_formats_as_the_csv(tmp_path, name):
+def test_every_processor_infers_and_reads_other_formats_as_the_csv(tmp_path, name):
     """A delimited file and a whole-file format, with only dataset.target: every processor
     infers the same model.yaml and writes the cache pandas writes from the same table in CSV."""
     table = houses(3000, seed=2)

@@ -1,9 +1,9 @@
-"""The processor seam: the dataframe engine that reads the raw table and maps the
+"""The processor seam: the dataframe library that reads the raw table and maps the
 feature transforms over its partitions.
 
 Engines differ only in how they read and partition; every decision (splits,
 statistics, transforms) is made by processing/pipeline.py and processing/features/, so all
-engines produce the same cache entry. The interface stays this narrow on purpose.
+processors produce the same cache entry. The interface stays this narrow on purpose.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Processor(Protocol):
     requires_ray: bool  # needs the Ray backend (Dask / Modin on Ray)
 
     def read(self, source: DataSource, numbers: AbstractSet[str] = frozenset()) -> Any:
-        """The engine's frame of the raw table; `numbers` may be parsed as floats while reading."""
+        """The processor's frame of the raw table; `numbers` may be parsed as floats while reading."""
 
     def column_names(self, frame) -> list[str]: ...
 

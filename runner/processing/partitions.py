@@ -1,4 +1,4 @@
-"""What every engine does with a partition: transform it, write its splits where it
+"""What every processor does with a partition: transform it, write its splits where it
 lives, and report; and the bookkeeping of partitions (offsets, merged reports)."""
 
 from __future__ import annotations

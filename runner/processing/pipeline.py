@@ -163,7 +163,7 @@ def _rows_line(meta: dict) -> str:
 
 
 def _number_columns(features) -> set[str]:
-    """Columns an engine may parse as numbers while reading (a speed hint; values are typed by the features)."""
+    """Columns a processor may parse as numbers while reading (a speed hint; values are typed by the features)."""
     return {f.name for f in features if f.numeric}
 
 
@@ -235,7 +235,7 @@ def _build(
 
 
 def read_raw(processor, source: DataSource, features: list, extra: Sequence[str] = ()):
-    """The engine's frame of only these features' columns (and `extra` raw columns, e.g.
+    """The processor's frame of only these features' columns (and `extra` raw columns, e.g.
     predict.keep_columns); a missing one is named."""
     frame = processor.read(source, _number_columns(features))
     available = processor.column_names(frame)
@@ -252,5 +252,5 @@ def read_raw(processor, source: DataSource, features: list, extra: Sequence[str]
 
 def map_raw(processor, source: DataSource, features: list, fn, extra: Sequence[str] = ()) -> list:
     """fn(partition of raw rows, offset of its first row) over the raw table, partition by
-    partition where the engine keeps them (predict / evaluate on new data)."""
+    partition where the processor keeps them (predict / evaluate on new data)."""
     return processor.map_collect(read_raw(processor, source, features, extra), fn)

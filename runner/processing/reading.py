@@ -1,4 +1,4 @@
-"""Reading raw tables with pyarrow, the same way for every engine: CSV cells as
+"""Reading raw tables with pyarrow, the same way for every processor: CSV cells as
 strings (numbers parsed while reading where asked), clear errors for missing,
 empty and unreadable files."""
 
@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from runner.errors import UserError
 from runner.processing.source import DataSource, header_line, reading_errors
 
-# Every engine reads CSV cells as strings with these missing-value markers, so
+# Every processor reads CSV cells as strings with these missing-value markers, so
 # that values are typed by the feature transforms alone, the same way everywhere.
 CSV_NULLS = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None", "#N/A"]
 

@@ -42,7 +42,7 @@ class Sample:
 
 def read_sample(source: DataSource, rows: int) -> Sample:
     """About `rows` rows from PLACES places spread over the table's files, in file order, as
-    Arrow (CSV cells as strings, as every engine reads them)."""
+    Arrow (CSV cells as strings, as every processor reads them)."""
     if source.is_synthetic:
         from runner.processing.synthetic import make_synthetic
 

@@ -2,7 +2,7 @@
 
 Numbers, categories, a binary flag and a nonlinear binary target that a small
 MLP learns well above the majority-class baseline. The table is generated in
-fixed-size chunks, each from its own seed, so an engine can generate chunks in
+fixed-size chunks, each from its own seed, so a processor can generate chunks in
 parallel and still produce exactly the table pandas produces. The bench suite
 uses the same generator.
 """

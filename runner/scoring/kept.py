@@ -1,4 +1,4 @@
-"""predict.keep_columns from a CSV, typed: every engine reads a CSV's cells as strings, so a
+"""predict.keep_columns from a CSV, typed: every processor reads a CSV's cells as strings, so a
 kept column's type is decided once, on the driver, from the whole column, and each partition's
 strings are cast to it. Only types that give every value back as written are taken: whole
 numbers without leading zeros that fit 64 bits, numbers of at most 15 significant digits,

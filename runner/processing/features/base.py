@@ -1,12 +1,12 @@
 """What every feature type shares: the `Feature` contract, reading values as numbers or
-strings the same way in every engine, and the map-reduce helpers that merge partitions'
+strings the same way by every processor, and the map-reduce helpers that merge partitions'
 statistics.
 
 Fitting is a map-reduce: `partial_stats` runs on one partition of training rows
 and returns a small JSON-able summary, `combine` merges the summaries into the
-final statistics. pandas calls them once; Dask, Modin and the Arrow engine call
+final statistics. pandas calls them once; Dask, Modin and the Arrow processor call
 `partial_stats` per partition. `transform` maps one partition with the final statistics and
-is the only code that turns raw values into model inputs, whatever the engine.
+is the only code that turns raw values into model inputs, whatever the processor.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def numbers_from_text(series: pd.Series, decimal: str = ".") -> pd.Series:
 
 def as_strings(series: pd.Series) -> pd.Series:
     """Values as strings (missing stays missing), the same for every partition and
-    engine: integer-valued floats print as integers, so 3.0 from one file and 3
+    processor: integer-valued floats print as integers, so 3.0 from one file and 3
     from another are one category."""
     # numpy, then one Series: pandas' map/where cost most of a one-row request (serving).
     if series.dtype == np.bool_:
@@ -89,7 +89,7 @@ class Feature:
 
     type_name: ClassVar[str]
     output_allowed: ClassVar[bool] = True
-    # Its raw values are numbers: an engine may parse them while reading, a served row must
+    # Its raw values are numbers: a processor may parse them while reading, a served row must
     # send numbers, and the file's decimal mark (dataset.decimal) applies.
     numeric: ClassVar[bool] = False
     # Preprocessing options and their defaults; anything else is a config error.
@@ -251,7 +251,7 @@ SAMPLE_SEED = 1  # of the row hash that picks them
 def bottom_k_sample(values: np.ndarray, row_ids: np.ndarray) -> list[list]:
     """The values of the SAMPLE_SIZE rows whose row-number hash is smallest, with those
     hashes: merged bottom-k samples are the bottom-k sample of the union, so what is fitted on
-    them does not depend on how the rows were partitioned (engines cut them differently)."""
+    them does not depend on how the rows were partitioned (processors cut them differently)."""
     hashes = uniform_from_ids(row_ids, SAMPLE_SEED)
     # A partition of the hashes instead of a full sort (62 -> 3 ms for 700k rows), with ties at
     # the cut kept as a full stable sort would keep them, so the sample is exactly the same.

@@ -46,7 +46,7 @@ class DateFeature(Feature):
             failed = parsed.isna() & text.notna() & (text.str.strip() != "")
             if failed.any() and not fmt:
                 # Each value alone (no format inferred from a partition's first value, which
-                # could differ between engines): epoch seconds, then dateutil's parser.
+                # could differ between processors): epoch seconds, then dateutil's parser.
                 retry = text[failed]
                 numbers = numbers_from_text(retry)
                 # Only the numbers: pandas 2.3.3 casts a float array holding NaN by unit through

@@ -148,6 +148,6 @@ def transform_frame(
     stats: dict,
     training: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, np.ndarray]:
-    """transform_columns as a DataFrame (what the engines write to the cache)."""
+    """transform_columns as a DataFrame (what the processors write to the cache)."""
     columns, keep = transform_columns(frame, row_ids, features, stats, training)
     return pd.DataFrame(columns), keep

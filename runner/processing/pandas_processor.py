@@ -1,4 +1,4 @@
-"""processor=pandas: the whole table in memory as one partition; the reference engine."""
+"""processor=pandas: the whole table in memory as one partition; the reference processor."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""processor=arrow: pyarrow in plain Ray tasks, the fastest engine on Ray.
+"""processor=arrow: pyarrow in plain Ray tasks, the fastest processor on Ray.
 
 The driver only plans: it cuts the raw files into pieces (byte ranges of CSV files at line
 breaks, groups of Parquet row groups, runs of synthetic chunks) sized for the cluster. Each
@@ -6,7 +6,7 @@ piece is read by one task with pyarrow's typed parser, and with `persist` kept i
 store as an Arrow table: its buffers travel without pickling, where Dask's pandas partitions
 of Python strings are pickled on every pass (the profile in docs/benchmarks.md). The fit and the
 transform then run as one task per piece, through the same per-partition functions as every
-other engine, so the cache is the same.
+other processor, so the cache is the same.
 
 A CSV file is cut at line breaks, as Dask cuts it: a quoted value that holds a line break
 needs processor.blocksize large enough for one piece per file, or processor=pandas.
