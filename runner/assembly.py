@@ -24,9 +24,9 @@ from runner.errors import UserError, user_error_in
 from runner.loading.base import Loader
 from runner.loading.local import LocalLoader
 from runner.processing.base import Processor
-from runner.processing.inference import Inference
 from runner.processing.pandas_processor import PandasProcessor
 from runner.processing.source import DataSource
+from runner.processing.type_inference import TypeInference
 from runner.storage import load_credentials
 from runner.training.base import Trainer
 
@@ -173,7 +173,7 @@ class Plan:
     loader: Loader | AutoLoader
     source: DataSource
     cache_options: dict
-    inference: Inference | None = None  # model=auto: what was inferred, and why
+    type_inference: TypeInference | None = None  # model=auto: what was inferred, and why
 
     def resolve(self) -> Run:
         """Inside the backend's context: every remaining `auto` resolved, each pick logged."""
@@ -203,7 +203,7 @@ class Plan:
             loader,
             self.source,
             self.cache_options,
-            self.inference,
+            self.type_inference,
         )
 
 
@@ -220,7 +220,7 @@ class Run:
     loader: Loader
     source: DataSource
     cache_options: dict
-    inference: Inference | None = None
+    type_inference: TypeInference | None = None
 
 
 def _built(node, **options):
@@ -293,7 +293,7 @@ def _infer_features(cfg: DictConfig, settings: RunConfig, source: DataSource, ru
     """model=auto: the feature lists the config leaves null, inferred from the table, logged
     as a table and put into the config, which from here on reads as if the user had typed
     them (<run dir>/model.yaml is written once the features are checked: commands.py)."""
-    from runner.processing.inference import infer_source
+    from runner.processing.type_inference import infer_source
 
     model = settings.model
     outputs = [f.name for f in model.output_features] if model.output_features else None

@@ -158,14 +158,14 @@ def _preprocess(run: Run) -> Preprocessed:
             split,
             run.settings.cache_dir,
             run.cache_options,
-            run.inference.watched() if run.inference is not None else None,
+            run.type_inference.watched() if run.type_inference is not None else None,
         )
     )
-    if run.inference is not None and run.backend.is_main:
+    if run.type_inference is not None and run.backend.is_main:
         # Once the data has preprocessed with them: bad input leaves no model.yaml behind.
         from runner import outputs
 
-        outputs.write_text_atomic(run.run_dir / "model.yaml", run.inference.yaml())
+        outputs.write_text_atomic(run.run_dir / "model.yaml", run.type_inference.yaml())
     return preprocessed
 
 
@@ -695,12 +695,12 @@ def command_init(run: Run) -> dict:
     """The inferred model config as YAML, to edit and keep; nothing is trained."""
     from runner import outputs
 
-    if run.inference is None:
+    if run.type_inference is None:
         raise UserError(
             "command=init writes the features it infers; this config already lists them "
             "(model.input_features and model.output_features): drop model=... to infer them"
         )
-    text = run.inference.yaml()
+    text = run.type_inference.yaml()
     print(text, end="")
     if run.settings.init.path:
         path = Path(run.settings.init.path).expanduser()

@@ -98,7 +98,7 @@ class DatasetConfig:
     # csv | tsv | json | feather | orc | excel | parquet; from the file's name when null
     format: str | None = None
     # The column(s) to predict. With model.input_features null (model=auto), every other
-    # column becomes an input of an inferred type (runner/processing/inference.py).
+    # column becomes an input of an inferred type (runner/processing/type_inference.py).
     target: Any = None
     exclude: list[str] = field(default_factory=list)  # columns inference leaves out
     # Leading rows of the training split that inference looks at.

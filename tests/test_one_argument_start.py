@@ -50,7 +50,7 @@ def preprocessed(tmp_path, cache_dir, path, *overrides):
     )
     plan = assemble(cfg, tmp_path / "run")
     with plan.backend:
-        return _preprocess(plan.resolve()), plan.inference
+        return _preprocess(plan.resolve()), plan.type_inference
 
 
 def test_the_target_alone_infers_every_type_and_writes_a_model_yaml(tmp_path, cache_dir, caplog):

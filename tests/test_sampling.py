@@ -12,9 +12,9 @@ from runner.assembly import assemble
 from runner.config import DatasetConfig
 from runner.errors import UserError
 from runner.processing import sampling
-from runner.processing.inference import infer_source
 from runner.processing.source import DataSource, sniff_delimiter
 from runner.processing.split import assign_splits
+from runner.processing.type_inference import infer_source
 
 RANDOM = {"method": "random", "ratios": [0.7, 0.15, 0.15], "seed": 42}
 

@@ -1,4 +1,4 @@
-"""Inference's sample checked against the whole training split, in the fit pass it already makes.
+"""Type inference's sample checked against the whole training split, in the fit pass it already makes.
 
 A column that type inference left out as constant or as an ID was judged from a sample; the
 fit pass sees every training row, so it counts each such column's distinct values (exactly up

@@ -25,7 +25,7 @@ from runner.loading.tensors import TensorTable
 from runner.model.artifact import SavedModel, load_model_dir
 from runner.processing.features.feature_set import FeatureSet, transform_columns
 from runner.scoring.decoding import Decoders, compute_metrics, prediction_frame
-from runner.scoring.inference import Inference, Scored, score
+from runner.scoring.forward import ForwardPass, Scored, score
 
 EVAL_CHUNK_ROWS = 4096
 
@@ -34,7 +34,7 @@ class Predictor:
     def __init__(self, saved: SavedModel, chunk_rows: int = EVAL_CHUNK_ROWS, device=None):
         self.saved = saved
         # The network on its device (the CPU unless a GPU actor moved it there).
-        self.inference = Inference(saved.model, device or torch.device("cpu"))
+        self.forward = ForwardPass(saved.model, device or torch.device("cpu"))
         self.layout = saved.layout
         self.features = FeatureSet.from_meta(saved.meta)
         self.stats = {name: info["stats"] for name, info in saved.meta["features"].items()}
@@ -92,7 +92,7 @@ class Predictor:
     def score_processed(self, table: pa.Table, with_targets: bool) -> Scored:
         """Logits (and targets) of rows already through the feature transforms (a cache split)."""
         data = TensorTable.from_arrow(table, self.layout, with_targets, exact=True)
-        return score(self.saved.model, data.chunks(self.chunk_rows), self.layout, self.inference)
+        return score(self.saved.model, data.chunks(self.chunk_rows), self.layout, self.forward)
 
     def score_inputs(self, frame: pd.DataFrame, first_row: int = 0, row_ids=None) -> Scored:
         """Logits of every row the inputs keep (no targets needed)."""

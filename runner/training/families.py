@@ -397,7 +397,7 @@ def _metrics(model, layout: Layout, decoders: Decoders, table: TensorTable) -> d
 
 
 def _logits(model, layout: Layout, table: TensorTable) -> dict[str, np.ndarray]:
-    from runner.scoring.inference import score
+    from runner.scoring.forward import score
 
     return score(model, table.chunks(65536), layout).logits
 

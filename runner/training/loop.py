@@ -19,7 +19,7 @@ from runner.errors import UserError
 from runner.model.layout import Layout
 from runner.model.network import build_model
 from runner.scoring.decoding import Decoders, compute_metrics, constant_logits, metric_names
-from runner.scoring.inference import score, stack_outputs
+from runner.scoring.forward import score, stack_outputs
 from runner.training import checkpoints, workers
 from runner.training.averaging import make_average
 from runner.training.early_stopping import EarlyStopping

@@ -1,4 +1,4 @@
-"""One optimisation step on the strategy's device and precision (inference is scoring's)."""
+"""One optimisation step on the strategy's device and precision (the forward pass it extends is scoring's: runner/scoring/forward.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import torch
 
 from runner.model.layout import Layout
 from runner.model.network import ensemble_prediction
-from runner.scoring.inference import AUTOCAST, Inference
+from runner.scoring.forward import AUTOCAST, ForwardPass
 from runner.training.averaging import WeightAverage
 from runner.training.optimization import output_loss
 
@@ -32,7 +32,7 @@ def training_precision(precision: str, device: torch.device) -> tuple[str, str]:
     return "32", f"full precision on {device.type}"
 
 
-class Step(Inference):
+class Step(ForwardPass):
     model: torch.nn.Module  # the network: the one family trained step by step
 
     def __init__(
@@ -67,9 +67,9 @@ class Step(Inference):
                 logits = ensemble_prediction(self.layout, {k: v.float() for k, v in logits.items()})
         return {k: v.detach().float().cpu() for k, v in logits.items()}
 
-    def evaluation(self) -> Inference:
+    def evaluation(self) -> ForwardPass:
         """What validation scores: the weight average when there is one, else the model, in
         full precision (the precision is the steps'): the best epoch is then chosen on what
         the saved model will answer."""
         module = self.model if self.average is None else self.average.module
-        return Inference(module, self.device)
+        return ForwardPass(module, self.device)

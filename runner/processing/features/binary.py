@@ -89,7 +89,7 @@ class BinaryFeature(Feature):
         return out, keep
 
 
-# -- inference rules (run in order by runner.processing.inference) ---------------------------
+# -- inference rules (run in order by runner.processing.type_inference) ---------------------------
 
 _BOOLEAN_WORDS = {"true", "false", "t", "f"}
 

@@ -68,7 +68,7 @@ class CategoryFeature(Feature):
         return (codes + 1).astype(np.int32), keep  # -1 (unseen) becomes 0 (unknown)
 
 
-# -- inference rules (run in order by runner.processing.inference) ---------------------------
+# -- inference rules (run in order by runner.processing.type_inference) ---------------------------
 
 
 def infer_two_values(column: SampledColumn) -> Inferred | None:

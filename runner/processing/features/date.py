@@ -136,7 +136,7 @@ class DateFeature(Feature):
         return {c: v.astype(np.float32) for c, v in zip(columns, values, strict=True)}, keep
 
 
-# -- inference rules (run in order by runner.processing.inference) ---------------------------
+# -- inference rules (run in order by runner.processing.type_inference) ---------------------------
 
 DATE_SHARE = 0.95  # of non-empty values that must parse as dates
 

@@ -254,7 +254,7 @@ def _quantiles(sample: np.ndarray, count: int) -> list[float]:
     return np.quantile(sample, np.linspace(0.0, 1.0, count)).tolist()
 
 
-# -- inference rules (run in order by runner.processing.inference) ---------------------------
+# -- inference rules (run in order by runner.processing.type_inference) ---------------------------
 
 
 def infer_flag(column: SampledColumn) -> Inferred | None:

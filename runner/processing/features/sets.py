@@ -68,7 +68,7 @@ class SetFeature(Feature):
         return token_lists(ids, series.index), np.ones(len(ids), dtype=bool)
 
 
-# -- inference rules (run in order by runner.processing.inference) ---------------------------
+# -- inference rules (run in order by runner.processing.type_inference) ---------------------------
 
 SET_DELIMITERS = ("|", ";", ",")
 

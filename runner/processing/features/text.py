@@ -465,7 +465,7 @@ def token_lists(ids: list[np.ndarray], index) -> pd.Series:
     return list_column(values, lengths, index)
 
 
-# -- inference rules (run in order by runner.processing.inference) ---------------------------
+# -- inference rules (run in order by runner.processing.type_inference) ---------------------------
 
 # A column of strings whose values average at least this many words is free text.
 TEXT_WORDS = 3.0

@@ -115,7 +115,7 @@ class VectorFeature(Feature):
         )
 
 
-# -- inference rules (run in order by runner.processing.inference) ---------------------------
+# -- inference rules (run in order by runner.processing.type_inference) ---------------------------
 
 _NUMBER_LIST = re.compile(r"^\s*[\[(]?\s*-?\d[\d.eE+-]*(\s*[,\s]\s*-?\d[\d.eE+-]*)+\s*[\])]?\s*$")
 

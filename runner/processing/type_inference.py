@@ -26,7 +26,7 @@ BUILT_IN_TARGET = "label"  # conf/dataset/synthetic.yaml's: kept when only datas
 
 
 @dataclass
-class Inference:
+class TypeInference:
     """What inference decided for one table, and from how many training rows."""
 
     decisions: list[Inferred]
@@ -73,8 +73,8 @@ def infer_source(
     outputs: list[str] | None = None,
     given: dict[str, str] | None = None,
     inputs_given: bool = False,
-) -> Inference:
-    """Inference over dataset.inference_rows rows drawn from 40 places across the raw table
+) -> TypeInference:
+    """Type inference over dataset.inference_rows rows drawn from 40 places across the raw table
     (runner.processing.sampling), those that fall in the training split (read on the driver:
     the same rows for every processor).
     `outputs`: the names of explicitly given output features, which stand for the target;
@@ -143,7 +143,7 @@ def infer_source(
             f"no input feature is left in {source.label} once the target and the columns "
             "left out are set aside; check dataset.exclude"
         )
-    return Inference(decisions, target, len(sample), source.label, drawn.description)
+    return TypeInference(decisions, target, len(sample), source.label, drawn.description)
 
 
 def _target_from_training_split(source, name: str, split: dict) -> Inferred:

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from runner.errors import UserError
-from runner.processing.inference import infer_types
+from runner.processing.type_inference import infer_types
 
 
 def mixed_table(rows: int = 400) -> pd.DataFrame:
@@ -111,7 +111,7 @@ def test_integers_numbers_as_inputs_classes_as_a_small_target_and_ids_by_name():
 def test_model_yaml_loads_back_as_the_model_config_with_reasons():
     import yaml
 
-    from runner.processing.inference import model_config, model_yaml
+    from runner.processing.type_inference import model_config, model_yaml
 
     table = mixed_table().rename(columns={"country": "country: code"})
     decisions = infer_types(table, target=["price"])

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 AUTOCAST = {"32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-class Inference:
+class ForwardPass:
     """Moves inputs to the device and runs the model under the precision's autocast."""
 
     def __init__(self, model: ScoringModel, device: torch.device, autocast_dtype=None):
@@ -56,14 +56,14 @@ class Scored:
 
 
 def score(
-    model: ScoringModel, chunks: Iterable, layout: Layout, inference: Inference | None = None
+    model: ScoringModel, chunks: Iterable, layout: Layout, forward: ForwardPass | None = None
 ) -> Scored:
     """Runs the model over evaluation chunks (TensorTables) in inference mode."""
-    inference = inference or Inference(model, torch.device("cpu"))
+    forward = forward or ForwardPass(model, torch.device("cpu"))
     logits: dict[str, list] = {spec.name: [] for spec in layout.outputs}
     targets: dict[str, list] = {spec.name: [] for spec in layout.outputs}
     rows = []
-    for chunk, outputs in inference.chunks(chunks):
+    for chunk, outputs in forward.chunks(chunks):
         for name, z in outputs.items():
             logits[name].append(z.numpy())
         for name, y in chunk.targets.items():
