@@ -109,22 +109,31 @@ def test_a_replica_killed_under_load_is_replaced_and_retries_succeed(served):
 
 
 def test_sigterm_drains_the_requests_in_flight(served):
+    """Six requests of 20,000 rows each (a few seconds of scoring on the two half-CPU
+    replicas), SIGTERM once they are all at the replicas and before the last is answered:
+    every one is answered 200, then the server exits 0."""
     process, url, rows = served
-    answers = []
+    big = rows * 10
+    answers: list = []
+    sent = threading.Barrier(7)
 
     def post():
+        sent.wait()
         try:
-            answers.append(requests.post(f"{url}/predict", json=rows, timeout=60).status_code)
+            answers.append(requests.post(f"{url}/predict", json=big, timeout=120).status_code)
         except requests.RequestException as error:
             answers.append(repr(error))
 
     clients = [threading.Thread(target=post) for _ in range(6)]
     for client in clients:
         client.start()
-    time.sleep(0.3)  # the requests are at the server
+    sent.wait()
+    time.sleep(1.0)  # uploaded (2.4 MB each, over loopback) and being scored
+    in_flight = 6 - len(answers)
     process.send_signal(signal.SIGTERM)
     for client in clients:
-        client.join(timeout=90)
-    output = process.communicate(timeout=120)[0]
+        client.join(timeout=150)
+    output = process.communicate(timeout=180)[0]
+    assert in_flight > 0, "every request was answered before SIGTERM: nothing was drained"
     assert answers == [200] * 6, answers
     assert process.returncode == 0, output[-3000:]

@@ -172,7 +172,13 @@ def serve_until_stopped(settings: ServeConfig, model_dir: str | None) -> None:
         )
         print(f"serving at {url}", flush=True)
         stop.wait()
-        log.info("stopping the server")
+        log.info("stopping the server: the requests in flight first")
+        # The application first, while the ingress stays up: its replicas finish the requests
+        # they hold and the answers still reach the clients (serve.shutdown() alone stops the
+        # ingress with the replicas, which cut those requests).
+        from runner.serving.app import APP_NAME
+
+        serve.delete(APP_NAME, _blocking=True)
     finally:
         try:
             serve.shutdown()
