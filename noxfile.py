@@ -20,7 +20,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def fast(session: nox.Session) -> None:
-    """The quick tier (about 3 minutes on 2 cores): no Ray cluster, no worker processes, nothing
+    """The quick tier (about 3.5 minutes on 2 cores): no Ray cluster, no worker processes, nothing
     slow (the end-to-end runs of a CLI command take `slow`: the full suite runs them)."""
     marks = "not slow and not distributed and not needs_root"
     session.run(sys.executable, "-m", "pytest", "-q", "-m", marks, *session.posargs)
