@@ -300,13 +300,12 @@ def _infer_features(cfg: DictConfig, settings: RunConfig, source: DataSource, ru
     given = {
         f.name: f.type for f in [*(model.input_features or []), *(model.output_features or [])]
     }
-    from runner.processing.split import split_settings
+    from runner.processing.split import split_settings, without_folds
 
-    split = split_settings(cfg.dataset.split)
     # Types from the training rows before any k_fold cut: every fold infers the same ones.
-    unfolded = {k: v for k, v in split.items() if k not in ("folds", "fold")}
+    split = without_folds(split_settings(cfg.dataset.split))
     inference = infer_source(
-        source, settings.dataset, unfolded, outputs, given, model.input_features is not None
+        source, settings.dataset, split, outputs, given, model.input_features is not None
     )
     for line in inference.table().splitlines():
         log.info("%s", line)

@@ -43,7 +43,7 @@ def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
     if settings.k_fold:
         from runner.folds import cross_validate
 
-        return cross_validate(cfg, Path(run_dir), settings.k_fold, run_command)
+        return cross_validate(cfg, settings, Path(run_dir), run_command)
     # A trainer that will need Ray has it start now, in a thread (runner/backends/early.py).
     early = start_ray_early(cfg, settings)
     try:

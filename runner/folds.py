@@ -22,15 +22,15 @@ log = logging.getLogger(__name__)
 SPLITS = ("validation", "test")
 
 
-def cross_validate(cfg: DictConfig, run_dir: Path, folds: int, run_command) -> dict:
-    """Runs the folds one after another through `run_command` (runner.commands', on the run's
-    backend); returns the folds' mean metrics, keyed like one run's (a sweep's objective
-    reads validation/<metric>)."""
+def cross_validate(cfg: DictConfig, settings, run_dir: Path, run_command) -> dict:
+    """Runs the folds through `run_command` (runner.commands'), on the run's backend;
+    `settings`: cfg checked (k_fold set). Returns the folds' mean metrics, keyed like one
+    run's (a sweep's objective reads validation/<metric>)."""
     from runner import outputs
     from runner.backends.early import decide_backend
     from runner.backends.ray import RayBackend
-    from runner.config import check_config
 
+    folds = settings.k_fold
     runs = []
     for fold in range(folds):
         fold_cfg = cfg.copy()
@@ -39,7 +39,6 @@ def cross_validate(cfg: DictConfig, run_dir: Path, folds: int, run_command) -> d
             fold_cfg.dataset.split.folds = folds
             fold_cfg.dataset.split.fold = fold
         runs.append((fold_cfg, run_dir / "folds" / f"fold-{fold}"))
-    settings = check_config(cfg)
     backend = decide_backend(cfg, settings)
     if isinstance(backend, RayBackend):
         with backend:

@@ -54,13 +54,17 @@ class TreeModel:
     def raw_scores(self, inputs) -> dict[str, np.ndarray]:
         spec = self.layout.outputs[0]
         matrix = feature_matrix(inputs, self.layout)
+        z = np.asarray(self.predict(matrix, raw_score=True), dtype=np.float32)
+        return {spec.name: z.reshape(len(matrix), -1)}  # [rows, logits per row]
+
+    def predict(self, matrix: np.ndarray, **kind):
+        """The booster on a feature matrix at its best iteration and thread count; `kind`:
+        raw_score=True (the logits) or pred_contrib=True (TreeSHAP, command=explain)."""
         options = {"num_threads": self.num_threads} if self.num_threads else {}
         best = self.booster.best_iteration
-        z = self.booster.predict(
-            matrix, raw_score=True, num_iteration=best if best > 0 else None, **options
+        return self.booster.predict(
+            matrix, num_iteration=best if best > 0 else None, **kind, **options
         )
-        z = np.asarray(z, dtype=np.float32).reshape(len(matrix), -1)
-        return {spec.name: z}  # [rows, logits per row]
 
 
 class GBMFamily:

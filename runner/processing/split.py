@@ -41,10 +41,12 @@ def split_settings(node) -> dict:
     from omegaconf import OmegaConf
 
     split = dict(OmegaConf.to_container(node, resolve=True))  # type: ignore[arg-type]
-    if not split.get("folds"):
-        split.pop("folds", None)
-        split.pop("fold", None)
-    return split
+    return split if split.get("folds") else without_folds(split)
+
+
+def without_folds(split: dict) -> dict:
+    """The split before any k_fold cut (its train, validation and test rows)."""
+    return {key: value for key, value in split.items() if key not in ("folds", "fold")}
 
 
 def validate_split(split: dict) -> None:

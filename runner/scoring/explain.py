@@ -108,10 +108,7 @@ def _owners(layout: Layout, input_names: list[str]) -> np.ndarray:
 
 def _trees(model: TreeModel, inputs, layout, spec, owners, chosen) -> Explanation:
     matrix = feature_matrix(inputs, layout)
-    best = model.booster.best_iteration
-    contributions = model.booster.predict(
-        matrix, pred_contrib=True, num_iteration=best if best > 0 else None
-    )
+    contributions = model.predict(matrix, pred_contrib=True)
     rows, columns = matrix.shape
     # [rows, classes, columns + 1]: per class, each feature's share, then the expected value
     contributions = np.asarray(contributions, np.float64).reshape(rows, spec.size, columns + 1)
@@ -134,8 +131,9 @@ def _network(model, inputs, layout, spec, owners, steps, chosen) -> Explanation:
     baseline = {name: tensor.to(device) for name, tensor in baseline.items()}
     with torch.no_grad():
         logits = model(inputs)[spec.name].double().cpu().numpy()
-        base_logits = model(baseline)[spec.name].double().cpu().numpy().repeat(rows, axis=0)
         base_encoded = _encodings(model, baseline, layout)
+        base_logits = model.from_encodings(base_encoded)[spec.name].double().cpu().numpy()
+        base_logits = base_logits.repeat(rows, axis=0)
     if chosen is None:
         chosen = logits.argmax(axis=1)
     shares = np.zeros((rows, owners.shape[0]))

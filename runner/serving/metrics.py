@@ -93,20 +93,13 @@ def render(merged: dict, labels: dict[str, str]) -> bytes:
 
     class Totals:
         def collect(self) -> Iterable:
-            requests = CounterMetricFamily(
-                "runner_requests",
-                "Requests answered, by route and status",
-                labels=["route", "status"],
+            requests, rows = (
+                _by_route_and_status(CounterMetricFamily, f"runner_{name}", text, merged[name])
+                for name, text in (
+                    ("requests", "Requests answered, by route and status"),
+                    ("rows", "Rows in the requests, by route and status"),
+                )
             )
-            for (route, status), value in sorted(merged["requests"].items()):
-                requests.add_metric([route, status], value)
-            rows = CounterMetricFamily(
-                "runner_rows",
-                "Rows in the requests, by route and status",
-                labels=["route", "status"],
-            )
-            for (route, status), value in sorted(merged["rows"].items()):
-                rows.add_metric([route, status], value)
             latency = HistogramMetricFamily(
                 "runner_request_seconds", "Time in the replica per request", labels=["route"]
             )
@@ -132,6 +125,13 @@ def render(merged: dict, labels: dict[str, str]) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Totals())
     return generate_latest(registry)
+
+
+def _by_route_and_status(family, name: str, text: str, totals: dict):
+    counter = family(name, text, labels=["route", "status"])
+    for (route, status), value in sorted(totals.items()):
+        counter.add_metric([route, status], value)
+    return counter
 
 
 def _bound(value: float) -> str:
