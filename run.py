@@ -86,25 +86,6 @@ def main(cfg: DictConfig) -> float | None:
     return value
 
 
-def _start_mlflow_early(args: list[str]) -> None:
-    """A single run with logger=mlflow on its command line: the background process that will
-    log it starts now and imports MLflow (about 2.5 CPU-seconds) while Hydra composes the
-    config, not only while the run assembles (measured in docs/results.md)."""
-    import os
-
-    from runner.backends.horovod import launched_rank
-
-    if "logger=mlflow" not in args or any(a.startswith("-") for a in args):
-        return  # not asked for, or a sweep, --help, --cfg: the command starts its own if any
-    if launched_rank() not in (None, 0):
-        return  # horovodrun's other ranks log nothing
-    from runner.background import start_early
-
-    given = [a.split("=", 1)[1] for a in args if a.startswith("logger.mlflow.tracking_uri=")]
-    uri = given[-1] if given else os.environ.get("MLFLOW_TRACKING_URI", "sqlite:")
-    start_early("runner.tracking.sidecar:warm_up", uri)  # the default store is SQLite
-
-
 def _exit_without_teardown() -> None:
     """Ends the process once the run is done and said, skipping the interpreter's teardown:
     freeing every module's objects (torch, pandas, pyarrow, Hydra, ...) took 0.9 s of the
@@ -136,6 +117,8 @@ if __name__ == "__main__":
     from runner.overrides import say_override_errors_in_one_line
 
     say_override_errors_in_one_line()
-    _start_mlflow_early(sys.argv[1:])
+    from runner.tracking.base import start_early
+
+    start_early(sys.argv[1:], Path(__file__).resolve().parent / "conf")
     main()
     _exit_without_teardown()

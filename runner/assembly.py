@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from runner.backends.base import Backend
 from runner.backends.early import TRAINING_COMMANDS, decide_backend
 from runner.command_table import commands_where
-from runner.config import FeatureConfig, RunConfig, check_config, trainer_settings
-from runner.errors import UserError, user_error_in
+from runner.config import FeatureConfig, RunConfig, built, check_config, trainer_settings
+from runner.errors import UserError
 from runner.loading.base import Loader
 from runner.loading.local import LocalLoader
 from runner.processing.base import Processor
@@ -223,20 +222,6 @@ class Run:
     type_inference: TypeInference | None = None
 
 
-def _built(node, **options):
-    """A component from its config; a UserError its constructor raised comes out as itself,
-    not inside Hydra's InstantiationException (whose text adds the target's name)."""
-    from hydra.errors import InstantiationException
-
-    try:
-        return instantiate(node, **options)
-    except InstantiationException as error:
-        found = user_error_in(error)
-        if found is None:
-            raise
-        raise found from None
-
-
 def assemble(
     cfg: DictConfig,
     run_dir: str | Path,
@@ -248,9 +233,9 @@ def assemble(
     settings = settings or check_config(cfg)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    trainer = _built(cfg.trainer, _convert_="object")
-    processor = _built(cfg.processor)
-    loader = _built(cfg.loader)
+    trainer = built(cfg.trainer, _convert_="object")
+    processor = built(cfg.processor)
+    loader = built(cfg.loader)
     if backend is None:
         named = [
             f"{group}={c.name}"

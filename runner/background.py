@@ -13,7 +13,7 @@ core mostly idle; this is how the run spends it on what it would otherwise wait 
 Calls are module-level functions named by path, with picklable arguments; a call's exception
 comes back as a BackgroundError (a reply=False call's as a line that sync() returns). One
 child can serve several users (the figures, MLflow): sync's prefix keeps their failures apart
-(runner/commands.py gives the figures their own child when MLflow has one).
+(runner/commands.py gives the figures their own child when a tracker has one).
 `stateful` functions keep what they need in their own module: the child is theirs alone.
 On end of input the child runs the functions registered with `at_end` (a run that its driver
 abandoned is closed as failed), then leaves without Python's exit hooks.
@@ -157,7 +157,8 @@ _early: Background | None = None
 
 def start_early(target: str, *args) -> None:
     """Starts the run's child now with a first call (a warm-up): run.py does this before Hydra
-    composes the config when the command line asks for MLflow, so that MLflow's imports
+    composes the config when the command line asks for a tracker that logs from here
+    (runner/tracking/base.py: start_early), so that the tracker's imports
     overlap Hydra's start as well as the run's. The command takes the child over with
     adopt_early(); a process that never does leaves it at its exit (the child's input ends
     and it goes)."""

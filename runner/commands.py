@@ -23,7 +23,7 @@ from runner.command_table import commands_where
 from runner.errors import UserError
 from runner.reports.figures import FigureQueue
 
-if TYPE_CHECKING:  # imported where used: logger=mlflow's process starts before torch loads
+if TYPE_CHECKING:  # imported where used: a tracker's background process starts before torch loads
     from runner.assembly import Plan, Run
     from runner.processing.features.feature_set import FeatureSet
     from runner.processing.pipeline import Preprocessed
@@ -59,12 +59,16 @@ def _run_command(cfg: DictConfig, run_dir: str | Path, settings, early) -> dict:
     # The background process starts before anything else (runner/background.py): its
     # imports overlap the run's own. It does nothing visible until the command asks.
     from runner.background import Background
+    from runner.tracking.base import Trackers
 
     child = _background(cfg)
-    sidecar = _mlflow_sidecar(cfg, run_dir, child) if child is not None else None
-    # With MLflow in the child, the figures get a child of their own: queued behind MLflow's
-    # calls (its run, every epoch, the pyfunc) they kept the summary waiting 0.2-0.3 s more.
-    drawer = Background() if sidecar is not None else child
+    trackers = Trackers([])
+    if child is not None:  # the commands that write results, on the main rank
+        trackers = Trackers.from_config(cfg.logger)
+        trackers.prepare(Path(run_dir), child)
+    # With a tracker in the child, the figures get a child of their own: queued behind a
+    # tracker's calls (its run, every epoch, its model) they kept the summary waiting 0.2-0.3 s more.
+    drawer = Background() if trackers.background else child
     figures = FigureQueue(drawer)
     children = [c for c in dict.fromkeys((drawer, child)) if c is not None]
     from runner.assembly import assemble
@@ -77,8 +81,8 @@ def _run_command(cfg: DictConfig, run_dir: str | Path, settings, early) -> dict:
             command = command_function(run.settings.command)
             if run.settings.command not in RESULT_COMMANDS:
                 return command(run)
-            with _tracked(run, sidecar) as tracker:
-                result = command(run, figures, tracker)
+            with _tracked(run, trackers) as tracking:
+                result = command(run, figures, tracking)
         for each in children:
             each.close()
         return result
@@ -88,7 +92,7 @@ def _run_command(cfg: DictConfig, run_dir: str | Path, settings, early) -> dict:
 
 
 def _background(cfg: DictConfig):
-    """The process that draws the figures and logs to MLflow while the run goes on
+    """The process that draws the figures and runs the trackers' logging while the run goes on
     (runner/background.py): for the commands that write results, on the main rank."""
     from runner.background import Background, adopt_early
 
@@ -98,21 +102,6 @@ def _background(cfg: DictConfig):
             early.stop()
         return None
     return early or Background()
-
-
-def _mlflow_sidecar(cfg: DictConfig, run_dir: str | Path, child):
-    """logger=mlflow: the process that will log the run, started before the config is even
-    checked, so that MLflow's imports overlap assembly and preprocessing. It opens no run
-    until the command starts (a config error logs nothing)."""
-    settings = OmegaConf.select(cfg, "logger.mlflow")
-    if settings is None:
-        return None
-    from runner.tracking.mlflow_run import SweepTrial, tracking_uri
-    from runner.tracking.sidecar import MlflowSidecar
-
-    trial = SweepTrial.current()
-    uri = tracking_uri(settings, trial.sweep_dir if trial else run_dir)  # unchecked keys: read only
-    return MlflowSidecar(str(uri), child)
 
 
 def _share_run_dir(plan: Plan) -> None:
@@ -180,30 +169,22 @@ def command_preprocess(run: Run) -> dict:
 
 
 @contextmanager
-def _tracked(run: Run, sidecar) -> Iterator:
-    """logger=mlflow: the run in MLflow (opened by the main process only), FAILED when the
-    command raises; None otherwise."""
-    settings = run.settings.logger.mlflow
-    if settings is None or sidecar is None or not run.backend.is_main:
-        yield None
-        return
-    from runner.tracking.mlflow_run import SweepTrial
+def _tracked(run: Run, trackers) -> Iterator:
+    """The run's trackers (runner/tracking/base.py), told of the run by the main process only;
+    they finish it "failed" when the command raises."""
+    if not run.backend.is_main:
+        trackers = type(trackers)([])
+    from runner.tracking.base import RunStart, SweepTrial
     from runner.training.reporting import stopped_by_scheduler
 
-    config = OmegaConf.to_container(run.cfg, resolve=True)
-    trial = SweepTrial.current()
-    sidecar.start(settings, run.run_dir, config, _run_tags(run), trial)
+    config = cast(dict, OmegaConf.to_container(run.cfg, resolve=True))
+    trackers.start(RunStart(run.run_dir, config, _run_tags(run), SweepTrial.current()))
     try:
-        yield sidecar
+        yield trackers
     except BaseException:
-        if trial is not None:
-            sidecar.set_tags({"runner.trial_status": "failed"})
-        sidecar.finish(failed=True)
+        trackers.finish("failed")
         raise
-    if trial is not None:
-        status = "pruned" if stopped_by_scheduler() else "completed"
-        sidecar.set_tags({"runner.trial_status": status})
-    sidecar.finish()
+    trackers.finish("pruned" if stopped_by_scheduler() else "completed")
 
 
 def _run_tags(run: Run) -> dict[str, str]:
@@ -227,7 +208,7 @@ def _run_tags(run: Run) -> dict[str, str]:
     return tags
 
 
-def _preprocess_and_train(run: Run, figures, tracker=None):
+def _preprocess_and_train(run: Run, figures, trackers):
     """Preprocesses, then trains; training in this process has its imports warmed meanwhile
     (a Horovod worker warms its own during its rendezvous)."""
     from runner.training.optimization import warm_up
@@ -241,10 +222,10 @@ def _preprocess_and_train(run: Run, figures, tracker=None):
         # exit -6) instead of leaving with its one error line and exit 2.
         if warm is not None:
             warm.join()
-    return pre, _train(run, pre, figures, tracker)
+    return pre, _train(run, pre, figures, trackers)
 
 
-def _train(run: Run, pre: Preprocessed, figures, tracker=None):
+def _train(run: Run, pre: Preprocessed, figures, trackers):
     from runner import outputs
     from runner.model.layout import Layout
     from runner.training.families import fit_family
@@ -260,7 +241,7 @@ def _train(run: Run, pre: Preprocessed, figures, tracker=None):
             str(run.run_dir),
             world_size,
         )
-        job.tracking = tracker.epochs() if tracker is not None else None
+        job.epoch_logs = trackers.epochs()
         return job
 
     layout = Layout.from_meta(pre.meta, run.settings.model)
@@ -293,11 +274,10 @@ def _train(run: Run, pre: Preprocessed, figures, tracker=None):
         outputs.main_metric(layout),
         run.run_dir / "learning_curves.png",
     )
-    mlflow = run.settings.logger.mlflow  # set wherever there is a tracker
-    if tracker is not None and mlflow is not None and mlflow.log_model:
-        # Queued after the figure (the child takes calls in order): the summary waits for the
-        # figures, not for MLflow. The pyfunc is built while the test split is scored.
-        tracker.log_model(run.run_dir / "model")
+    # Queued after the figure (the child takes calls in order): the summary waits for the
+    # figures, not for the trackers; a tracker's copy of the model is made while the test split
+    # is scored.
+    trackers.log_model(run.run_dir / "model")
     return result, layout
 
 
@@ -375,19 +355,19 @@ def _training_report(result, pre: Preprocessed) -> dict:
     }
 
 
-def command_train(run: Run, figures, tracker=None) -> dict:
-    pre, (result, layout) = _preprocess_and_train(run, figures, tracker)
+def command_train(run: Run, figures, trackers) -> dict:
+    pre, (result, layout) = _preprocess_and_train(run, figures, trackers)
     if not run.backend.is_main:
         return {}
     metrics = _best_metrics(result)
     check = _baseline_check(run, result, layout, metrics)
     report = {"training": _training_report(result, pre), "baseline_check": check}
-    _finish(run, metrics, report, figures, tracker)
+    _finish(run, metrics, report, figures, trackers)
     return metrics
 
 
-def command_experiment(run: Run, figures, tracker=None) -> dict:
-    pre, (result, layout) = _preprocess_and_train(run, figures, tracker)
+def command_experiment(run: Run, figures, trackers) -> dict:
+    pre, (result, layout) = _preprocess_and_train(run, figures, trackers)
     # By split; the test split's may be None (no rows scored).
     metrics: dict[str, dict | None] = dict(_best_metrics(result)) if run.backend.is_main else {}
     check = _baseline_check(run, result, layout, metrics) if run.backend.is_main else {}
@@ -416,7 +396,7 @@ def command_experiment(run: Run, figures, tracker=None) -> dict:
     report = {"training": _training_report(result, pre), "baseline_check": check}
     if importance:
         report["importance"] = importance
-    _finish(run, metrics, report, figures, tracker)
+    _finish(run, metrics, report, figures, trackers)
     return metrics
 
 
@@ -489,7 +469,7 @@ def command_predict(run: Run) -> dict:
     return {}
 
 
-def command_evaluate(run: Run, figures, tracker=None) -> dict:
+def command_evaluate(run: Run, figures, trackers) -> dict:
     from runner.scoring.batch import ScoringTask
 
     predictor, outcome = _score_raw(run, ScoringTask(labelled=True, write_predictions=False))
@@ -504,11 +484,11 @@ def command_evaluate(run: Run, figures, tracker=None) -> dict:
         "baseline": _majority_baseline(predictor, predictor.saved.meta, outcome.stats),
     }
     _evaluation_plots(run, figures, predictor, outcome.stats, "evaluation")
-    _finish(run, metrics, {"rows": outcome.rows, "dataset": run.source.label}, figures, tracker)
+    _finish(run, metrics, {"rows": outcome.rows, "dataset": run.source.label}, figures, trackers)
     return metrics
 
 
-def command_explain(run: Run, figures, tracker=None) -> dict:
+def command_explain(run: Run, figures, trackers) -> dict:
     """Per-row attributions of a saved model's output on raw data (runner/scoring/explain.py),
     scored where predict scores (here, horovodrun's ranks, Ray's actor pool); their summary
     in metrics.json and report.html beside the model's permutation importance."""
@@ -559,7 +539,7 @@ def command_explain(run: Run, figures, tracker=None) -> dict:
         },
         **({"importance": importance} if importance else {}),
     }
-    _finish(run, metrics, extra, figures, tracker)
+    _finish(run, metrics, extra, figures, trackers)
     return metrics
 
 
@@ -581,17 +561,6 @@ def command_export(run: Run) -> dict:
     path = export_model(saved, target, run.settings.export.format)
     print(f"\nexported {saved.settings.family}  {path}")
     return {}
-
-
-# What a tracked run sends to MLflow besides its metrics (those that exist).
-TRACKED_ARTIFACTS = [
-    "metrics.json",
-    "learning_curves.png",
-    "plots",
-    "report.html",
-    "model.yaml",
-    "model",
-]
 
 
 def _evaluation_plots(run: Run, figures, predictor, stats: list[dict], split: str) -> None:
@@ -653,7 +622,7 @@ def _write_report(run: Run, report: dict, warnings: list[str]) -> None:
     run_report(run.run_dir, report, components, config, plots, warnings)
 
 
-def _finish(run: Run, metrics: dict, extra: dict, figures, tracker=None) -> None:
+def _finish(run: Run, metrics: dict, extra: dict, figures, trackers) -> None:
     from runner import outputs
 
     outputs.write_json(run.run_dir / "metrics.json", {**metrics, **extra})
@@ -670,25 +639,13 @@ def _finish(run: Run, metrics: dict, extra: dict, figures, tracker=None) -> None
         ("explanations.parquet", "explanations"),
         ("explanations", "explanations"),
         ("learning_curves.png", "curves"),
-        ("tensorboard", "tensorboard"),
         ("checkpoints", "checkpoints"),
     ):
         if (run.run_dir / name).exists():
             locations[label] = str(run.run_dir / name)
-    if tracker is not None:
-        _track_results(run, tracker, metrics, extra)
-        locations["mlflow"] = tracker.ui_hint()
+    trackers.log_results(run.run_dir, metrics, extra)
+    locations.update(trackers.locations())
     print(outputs.format_summary(metrics, locations, warnings))
-
-
-def _track_results(run: Run, tracker, metrics: dict, extra: dict) -> None:
-    """Metrics, the training report's figures, artifacts and the pyfunc model into MLflow."""
-    training = {k: v for k, v in extra.get("training", {}).items() if k != "resumed_at_epoch"}
-    # The epochs' own train/ and validation/ series are logged as they run; the best epoch's
-    # values go under best/ (MLflow's table shows a series' last step, not its best).
-    final = {(f"best/{k}" if k in ("train", "validation") else k): v for k, v in metrics.items()}
-    tracker.log_metrics({**final, "training": training})
-    tracker.log_artifacts(run.run_dir, TRACKED_ARTIFACTS)
 
 
 def command_init(run: Run) -> dict:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from runner.command_table import COMMANDS, help_template
 from runner.errors import UserError
 from runner.overrides import closest_choice, unknown_key_line
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -620,13 +622,17 @@ class DDPTrainerConfig(TrainerConfig):
     _target_: str = "runner.training.ddp_trainer.DDPTrainer"
 
 
-def trainer_settings(keys: dict, schema: type[TrainerConfig] = TrainerConfig) -> TrainerConfig:
-    """A trainer's keys, as hydra's instantiate passes them, as its typed settings (nested
+def component_settings(keys: dict, schema: type[T]) -> T:
+    """A component's keys, as hydra's instantiate passes them, as its typed settings (nested
     ones arrive as dicts or dataclasses; types are checked again)."""
     from omegaconf import OmegaConf
 
     merged = OmegaConf.merge(OmegaConf.structured(schema), keys)
-    return cast(TrainerConfig, OmegaConf.to_object(merged))
+    return cast(T, OmegaConf.to_object(merged))
+
+
+def trainer_settings(keys: dict, schema: type[TrainerConfig] = TrainerConfig) -> TrainerConfig:
+    return component_settings(keys, schema)
 
 
 # ---------------------------------------------------------------- loader
@@ -818,9 +824,18 @@ MLFLOW_SCHEMES = (
 
 
 @dataclass
+class TensorBoardConfig:
+    """Each epoch's metrics as TensorBoard events (<run>/tensorboard); a sweep's trials as
+    hparams (<sweep>/tensorboard)."""
+
+    _target_: str = "runner.tracking.tensorboard.TensorBoardTracker"
+
+
+@dataclass
 class MlflowConfig:
     """logger=mlflow: each run (and each sweep, with a child run per trial) in MLflow."""
 
+    _target_: str = "runner.tracking.mlflow.MlflowTracker"
     # null: MLFLOW_TRACKING_URI when set, else a SQLite store in Hydra's output root
     # (outputs/mlflow.db; `mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db` shows it).
     # A server (http://host:5000) when training workers run on other machines.
@@ -896,14 +911,6 @@ class TuneSweeperConfig:
 
 
 @dataclass
-class LoggerConfig:
-    """Where a run's metrics go besides metrics.json: TensorBoard always (<run>/tensorboard),
-    MLflow with logger=mlflow."""
-
-    mlflow: MlflowConfig | None = None
-
-
-@dataclass
 class RunConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -929,7 +936,10 @@ class RunConfig:
     serve: ServeConfig = field(default_factory=ServeConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
     init: InitConfig = field(default_factory=InitConfig)
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    # The run's trackers by name, each a node with its `_target_` (conf/logger/; typed by its
+    # schema where it has one): logger=tensorboard (the default) sets `tensorboard`,
+    # logger=mlflow both (runner/tracking/base.py).
+    logger: dict[str, Any] = field(default_factory=dict)
     report: ReportConfig = field(default_factory=ReportConfig)
 
     def __post_init__(self):
@@ -974,6 +984,24 @@ def _unknown_keys(node, path: str):
             yield from _unknown_keys(node._get_node(i), f"{path}{i}.")
 
 
+def built(node, **options):
+    """A component from its config node (`_target_`); a UserError its constructor raised
+    comes out as itself, not inside Hydra's InstantiationException (whose text adds the
+    target's name)."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    from runner.errors import user_error_in
+
+    try:
+        return instantiate(node, **options)
+    except InstantiationException as error:
+        found = user_error_in(error)
+        if found is None:
+            raise
+        raise found from None
+
+
 def check_config(cfg: DictConfig) -> RunConfig:
     """The composed config as typed settings: an unknown key or a value out of range
     is a UserError naming it (and the closest known key)."""
@@ -1010,7 +1038,8 @@ def register_configs() -> None:
     cs.store(name="loader_auto_schema", node=AutoLoaderConfig)
     cs.store(name="dataset_schema", node=DatasetConfig)
     cs.store(name="model_schema", node=ModelConfig)
-    cs.store(name="logger_schema", node=LoggerConfig)
+    cs.store(name="logger_tensorboard_schema", node=TensorBoardConfig)
+    cs.store(name="logger_mlflow_schema", node=MlflowConfig)
     cs.store(name="hydra_sweeper_tune_schema", node=TuneSweeperConfig)
     # --help: what the runner does, its first commands and its groups (conf/config.yaml picks it).
     cs.store(

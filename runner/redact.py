@@ -13,7 +13,7 @@ _SECRET_KEYS = re.compile(r"(secret|token|password|key|credential)", re.IGNORECA
 # cache_credentials=..., +cache_credentials.key=..., dataset.storage_options.secret=...
 _SECRET_ASSIGNMENT = re.compile(r"(cache_credentials[\w.]*|[\w.]*storage_options[\w.]*)=")
 _VALUE_END = re.compile(r"[,\s]")  # an unbracketed override value's end
-# user:password@ (or a token@) in a URI: http://user:pw@mlflow:5000, s3://key:secret@bucket
+# user:password@ (or a token@) in a URI: http://user:pw@tracker:5000, s3://key:secret@bucket
 _URI_USERINFO = re.compile(r"(\b[a-zA-Z][\w+.-]*://)[^/@\s]+@")
 
 

@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient
 from runner.processing.synthetic import make_synthetic
 from runner.redact import redact, redact_uri
 from runner.scoring.predictor import Predictor
-from runner.tracking.mlflow_run import flatten
+from runner.tracking.mlflow.client import flatten
 
 SECRET = "s3cr3t-pw"
 
@@ -284,7 +284,8 @@ def test_a_failed_trial_gets_a_failed_child_without_its_credentials(tmp_path):
     its error and its overrides as params, masked; a trial with a run of its own gets none."""
     from runner.config import MlflowConfig
     from runner.sweeps.report import record_jobs
-    from runner.tracking.mlflow_run import MlflowRun, SweepTrial, open_sweep, record_failed_trial
+    from runner.tracking.base import SweepTrial
+    from runner.tracking.mlflow.client import MlflowRun, open_sweep, record_failed_trial
 
     settings = MlflowConfig(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     sweep_dir = tmp_path / "sweep"
@@ -324,7 +325,8 @@ def test_a_sweep_of_many_trials_keeps_one_parent(tmp_path):
     """More trials than a search's first page: every child still finds the one parent, and
     the driver's next batch (an optimizing sweeper, a resume) reopens it, not a second one."""
     from runner.config import MlflowConfig
-    from runner.tracking.mlflow_run import MlflowRun, SweepTrial, open_sweep
+    from runner.tracking.base import SweepTrial
+    from runner.tracking.mlflow.client import MlflowRun, open_sweep
 
     settings = MlflowConfig(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     sweep_dir = tmp_path / "sweep"

@@ -374,9 +374,20 @@ def test_the_auto_ensemble_is_logged_and_a_model_saved_before_it_still_loads(
     assert Predictor.load(tmp_path / "one" / "model").saved.model.members == 1
 
 
-def test_run_outputs(tmp_path, cache_dir):
-    run_dir = tmp_path / "run"
-    run_experiment(run_dir, cache_dir, *FAST, "trainer.checkpoint_every=2")
+def test_run_outputs(tmp_path, cache_dir, capsys):
+    """The run's files, its TensorBoard events, and a tracker defined in the tests alone (a
+    module and its config node: tests/probe_tracker.py) told of the run in order."""
+    from probe_tracker import calls
+
+    run_dir, probe = tmp_path / "run", tmp_path / "probe.jsonl"
+    run_experiment(
+        run_dir,
+        cache_dir,
+        *FAST,
+        "trainer.checkpoint_every=2",
+        "+logger.probe._target_=probe_tracker.ProbeTracker",
+        f"+logger.probe.path={probe}",
+    )
     for name in (
         "model/weights.pt",
         "model/meta.json",
@@ -395,6 +406,23 @@ def test_run_outputs(tmp_path, cache_dir):
     tags = set(events.Tags()["scalars"])
     assert {"train/loss", "validation/loss", "validation/label/roc_auc", "learning_rate"} <= tags
     assert len(events.Scalars("validation/loss")) == 3
+    told = calls(probe)
+    assert [c["call"] for c in told] == [
+        "prepare",
+        "start",
+        *["log_epoch"] * 3,
+        "close_epochs",
+        "log_model",
+        "log_results",
+        "finish",
+    ]
+    assert told[1]["tags"]["runner.trainer"] == "local" and told[1]["trial"] is None
+    assert [c["epoch"] for c in told[2:5]] == [1, 2, 3]
+    assert "label/roc_auc" in told[2]["validation"]
+    assert {"weights.pt", "meta.json", "config.yaml"} <= set(told[6]["files"])
+    assert "label/roc_auc" in told[7]["metrics"]["test"]
+    assert told[-1] == {"call": "finish", "status": "completed"}
+    assert f"probe        {probe}" in capsys.readouterr().out  # the summary's location line
     png = (run_dir / "learning_curves.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000
 

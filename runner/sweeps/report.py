@@ -1,6 +1,6 @@
 """The sweep report: a table of trials (overrides, objective, wall time, status),
 best first, as CSV, Markdown and on stdout; a PNG of the objective per trial and
-per swept parameter; and TensorBoard hparams so trials compare side by side."""
+per swept parameter (TensorBoard's hparams: runner/tracking/tensorboard.py)."""
 
 from __future__ import annotations
 
@@ -90,7 +90,6 @@ def write_report(sweep_dir: Path, jobs: list[dict], objective: str, maximize: bo
     markdown = _markdown(shown, objective, maximize)
     (sweep_dir / "sweep_report.md").write_text(markdown)
     _plot(table, objective, sweep_dir / "sweep_report.png")
-    _hparams(table, objective, sweep_dir / "tensorboard")
     sweep_report(sweep_dir, table, objective, maximize)
     print("\n" + markdown)
     return table
@@ -143,17 +142,3 @@ def _plot(table: pd.DataFrame, objective: str, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
-
-
-def _hparams(table: pd.DataFrame, objective: str, logdir: Path) -> None:
-    from torch.utils.tensorboard import SummaryWriter
-
-    params = [c for c in table.columns if c.startswith("param:")]
-    for _, row in table.iterrows():
-        if row["status"] not in ("completed", "pruned") or pd.isna(row["objective"]):
-            continue
-        with SummaryWriter(str(logdir / f"trial-{row['trial']}")) as writer:
-            hparams = {c.removeprefix("param:"): str(row[c]) for c in params}
-            writer.add_hparams(
-                hparams, {f"hparam/{objective}": float(row["objective"])}, run_name="."
-            )

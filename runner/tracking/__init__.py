@@ -1,1 +1,2 @@
-"""Experiment tracking: MLflow runs for runs and sweeps (logger=mlflow)."""
+"""Where a run is recorded besides metrics.json: the Tracker seam (base.py) and its
+implementations, one module (or package) each, named by `_target_` in conf/logger/."""

@@ -27,7 +27,7 @@ class TrainingJob:
     run_id: str | None = None  # its checkpoints carry it; only they are resumed automatically
     resume_if_present: bool = False  # a retried attempt continues from this run's checkpoint
     epoch_reporter: Any = None  # rank 0 of remote workers reports epochs through it (sweeps)
-    tracking: Any = None  # logger=mlflow: rank 0 logs each epoch into the run (EpochLog)
+    epoch_logs: list = field(default_factory=list)  # the trackers' EpochLogs, rank 0 logs into
 
     @classmethod
     def create(

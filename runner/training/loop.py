@@ -29,17 +29,9 @@ from runner.training.reporting import report_epoch
 from runner.training.step import Step, training_precision
 
 if TYPE_CHECKING:
-    from torch.utils.tensorboard import SummaryWriter
-
     from runner.training.base import Strategy
 
 log = logging.getLogger(__name__)
-
-
-def _tensorboard(run_dir: Path):
-    from torch.utils.tensorboard import SummaryWriter
-
-    return SummaryWriter(str(run_dir / "tensorboard"))
 
 
 def _resume_point(job: TrainingJob, run_dir: Path) -> Path | None:
@@ -175,7 +167,6 @@ class _Epochs:
     train_data: object
     val_data: object
     has_validation: bool
-    writer: SummaryWriter | None = None
     # Called after every epoch (elastic: records the state to return to).
     commit: Callable[[], None] | None = None
 
@@ -260,11 +251,8 @@ class _Epochs:
                     value,
                     "  *" if improved else "",
                 )
-                if self.writer is None:
-                    self.writer = _tensorboard(run_dir)
-                _log_epoch(self.writer, record)
-                if self.job.tracking is not None:
-                    self.job.tracking.log_epoch(record)
+                for epoch_log in self.job.epoch_logs:
+                    epoch_log.log_epoch(record)
                 if improved:
                     self.best_state = {
                         "epoch": epoch + 1,
@@ -322,8 +310,8 @@ class _Epochs:
             self.step.average.load(state)
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        for epoch_log in self.job.epoch_logs:
+            epoch_log.close()
 
 
 def _steps_per_epoch(job: TrainingJob, world_size: int) -> int:
@@ -428,14 +416,3 @@ def _evaluate(
     rows = len(next(iter(targets.values()))) if targets else 0
     constants = constant_logits(step.layout, decoders, rows)
     return metrics, compute_metrics(step.layout, decoders, constants, targets)
-
-
-def _log_epoch(writer, record: dict) -> None:
-    if writer is None:
-        return
-    step = record["epoch"]
-    for split in ("train", "validation"):
-        for name, value in record[split].items():
-            writer.add_scalar(f"{split}/{name}", value, step)
-    writer.add_scalar("learning_rate", record["learning_rate"], step)
-    writer.flush()

@@ -1,4 +1,4 @@
-"""logger=mlflow off the run's critical path: a background process (runner/background.py)
+"""MLflow off the run's critical path: a background process (runner/background.py)
 imports MLflow (2.5 s of imports), opens the run and logs into it while the driver
 preprocesses, trains and scores. The driver waits at most twice: for the run id when a
 training worker in another process needs it, and at the end for what is still queued.
@@ -19,10 +19,11 @@ from runner.background import Background, BackgroundError, Pending, at_end
 from runner.config import MlflowConfig
 from runner.errors import UserError
 from runner.redact import redact_uri
-from runner.tracking.mlflow_run import EpochLog, SweepTrial, ui_hint
+from runner.tracking.base import SweepTrial
+from runner.tracking.mlflow.client import EpochLog, ui_hint
 
 log = logging.getLogger(__name__)
-HERE = "runner.tracking.sidecar"
+HERE = "runner.tracking.mlflow.sidecar"
 
 
 class MlflowSidecar:
@@ -130,6 +131,9 @@ class PipedEpochLog:
         self.sidecar.check()  # a run that could not be opened ends the training with its error
         self.sidecar._send("log_epoch", record)
 
+    def close(self) -> None:
+        pass  # the run is closed by the tracker's finish
+
     def __reduce__(self):
         return EpochLog, (self.sidecar.uri, self.sidecar.run_id)
 
@@ -154,11 +158,11 @@ def warm_up(uri: str) -> None:
     if uri.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql", "mssql"):
         import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
 
-    import runner.tracking.pyfunc  # noqa: F401
+    import runner.tracking.mlflow.pyfunc  # noqa: F401
 
 
 def open_run(settings: dict, run_dir: str, config: dict, tags: dict, trial: dict | None) -> dict:
-    from runner.tracking.mlflow_run import MlflowRun
+    from runner.tracking.mlflow.client import MlflowRun
 
     run = MlflowRun.start(
         MlflowConfig(**settings),

@@ -1,4 +1,4 @@
-"""logger=mlflow: a run in MLflow, through MlflowClient only (no global active run, so a
+"""A run in MLflow, through MlflowClient only (no global active run, so a
 sweep's trials in one process never log into each other).
 
 The driver (rank 0 under horovodrun) opens the run with the resolved config as params and
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from runner.config import MlflowConfig
 from runner.redact import redact, redact_uri
+from runner.tracking.base import SweepTrial
 
 log = logging.getLogger(__name__)
 
@@ -127,44 +128,28 @@ class EpochLog:
         except Exception as error:  # a tracking hiccup must not end the training
             log.warning("mlflow: epoch %d not logged (%s)", step, error)
 
+    def close(self) -> None:
+        pass  # the driver closes the run
 
-@dataclass
-class SweepTrial:
-    """A run that is one trial of a `--multirun` sweep (Hydra's job number in its sweep dir)."""
 
-    sweep_dir: str
-    number: int
-    overrides: list[str]
+def trial_key(trial: SweepTrial) -> dict[str, str]:
+    """The tags that find a trial's run again (a resumed sweep, a failed trial)."""
+    return {SWEEP_DIR_TAG: trial.sweep_dir, TRIAL_TAG: str(trial.number)}
 
-    @classmethod
-    def current(cls) -> SweepTrial | None:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
 
-        if not HydraConfig.initialized():
-            return None
-        hydra = HydraConfig.get()
-        if hydra.mode != RunMode.MULTIRUN:
-            return None
-        sweep_dir = str(Path(str(hydra.sweep.dir)).resolve())
-        return cls(sweep_dir, int(hydra.job.num), list(hydra.overrides.task))
+def trial_tags(trial: SweepTrial, parent_run_id: str | None) -> dict[str, str]:
+    tags = {**trial_key(trial), "runner.overrides": " ".join(redact(trial.overrides))}
+    if parent_run_id:
+        tags["mlflow.parentRunId"] = parent_run_id
+    return tags
 
-    def key(self) -> dict[str, str]:
-        """The tags that find this trial's run again (a resumed sweep, a failed trial)."""
-        return {SWEEP_DIR_TAG: self.sweep_dir, TRIAL_TAG: str(self.number)}
 
-    def tags(self, parent_run_id: str | None) -> dict[str, str]:
-        tags = {**self.key(), "runner.overrides": " ".join(redact(self.overrides))}
-        if parent_run_id:
-            tags["mlflow.parentRunId"] = parent_run_id
-        return tags
+def trial_params(trial: SweepTrial):
+    """The trial's overrides as params, credentials masked."""
+    from mlflow.entities import Param
 
-    def params(self):
-        """The trial's overrides as params, credentials masked."""
-        from mlflow.entities import Param
-
-        pairs = (redact(o).split("=", 1) for o in self.overrides if "=" in o)
-        return [Param(key.lstrip("+~"), value) for key, value in pairs]
+    pairs = (redact(o).split("=", 1) for o in trial.overrides if "=" in o)
+    return [Param(key.lstrip("+~"), value) for key, value in pairs]
 
 
 def _find_run(client, experiment: str, tags: dict[str, str]):
@@ -218,9 +203,9 @@ class MlflowRun:
         existing = None
         if trial is not None:
             parent = settings.parent_run_id or _sweep_parent_id(client, experiment, trial.sweep_dir)
-            all_tags.update(trial.tags(parent))
+            all_tags.update(trial_tags(trial, parent))
             name = settings.run_name or f"trial {trial.number}"
-            existing = _find_run(client, experiment, trial.key())
+            existing = _find_run(client, experiment, trial_key(trial))
         elif settings.parent_run_id:
             all_tags["mlflow.parentRunId"] = settings.parent_run_id
         all_tags["runner.tracking_uri"] = uri
@@ -275,7 +260,7 @@ class MlflowRun:
         mlflow.pyfunc.load_model(f"runs:/{run_id}/pyfunc").predict(frame)."""
         import tempfile
 
-        from runner.tracking.pyfunc import save_pyfunc
+        from runner.tracking.mlflow.pyfunc import save_pyfunc
 
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "pyfunc"
@@ -291,10 +276,10 @@ def record_failed_trial(parent: MlflowRun, trial: SweepTrial, error: str) -> Non
     overrides, a process killed at start), so the sweep's page lists every trial; nothing
     when the trial's run exists."""
     client = parent.client
-    if _find_run(client, parent.experiment_id, trial.key()):
+    if _find_run(client, parent.experiment_id, trial_key(trial)):
         return
     tags = {
-        **trial.tags(parent.run_id),
+        **trial_tags(trial, parent.run_id),
         "runner.trial_status": "failed",
         "runner.error": error[:5000],  # MLflow's limit on a tag's value is 8000
     }
@@ -303,7 +288,7 @@ def record_failed_trial(parent: MlflowRun, trial: SweepTrial, error: str) -> Non
         tags=_base_tags(parent.settings, tags),
         run_name=f"trial {trial.number}",
     )
-    params = trial.params()
+    params = trial_params(trial)
     if params:
         client.log_batch(run.info.run_id, params=params)
     client.set_terminated(run.info.run_id, "FAILED")
