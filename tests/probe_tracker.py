@@ -43,7 +43,9 @@ class ProbeTracker:
         _write(self.path, "log_model", files=sorted(p.name for p in Path(model_dir).iterdir()))
 
     def log_results(self, run_dir: Path, metrics: dict, extra: dict) -> None:
-        _write(self.path, "log_results", metrics=metrics, best_epoch=extra["training"]["best_epoch"])
+        _write(
+            self.path, "log_results", metrics=metrics, best_epoch=extra["training"]["best_epoch"]
+        )
 
     def finish(self, status: str) -> None:
         _write(self.path, "finish", status=status)

@@ -242,7 +242,7 @@ def test_ray_data_loader_shards_cover_the_split(tmp_path, cache_dir, mode, monke
     loader = instantiate(compose_config(overrides).loader)
     assert isinstance(loader, ray_data.RayDataLoader)
     shards = loader.shards(split, 2, equal=False)
-    assert all((shard.pieces is not None) == (mode != "object_store") for shard in shards)
+    assert all((shard.spans is not None) == (mode != "object_store") for shard in shards)
     import threading
 
     seen = [None, None]

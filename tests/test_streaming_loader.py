@@ -10,7 +10,7 @@ from helpers import compose_config, run_experiment
 from hydra.utils import instantiate
 
 from runner.config import check_config
-from runner.loading import pieces, ray_data
+from runner.loading import ray_data, row_spans
 from runner.loading.tensors import TensorTable
 from runner.model.layout import NUMERIC, Layout
 from runner.storage import Location
@@ -40,14 +40,12 @@ def streamed_shards(split, layout, world_size, *overrides):
     loader = instantiate(
         compose_config(["loader=ray", f"loader.batch_size={BATCH}", *overrides]).loader
     )
-    groups = pieces.row_groups(split)
+    groups = row_spans.row_groups(split)
     rows = sum(g[2] for g in groups)
     bytes_per_row = sum(g[3] for g in groups) / rows
     shards = [
-        ray_data.RayShard(
-            None, end - start, bytes_per_row, split=split, pieces=pieces, streamed=True
-        )
-        for pieces, (start, end) in ray_data._shares(groups, rows, world_size, True)
+        ray_data.RayShard(None, end - start, bytes_per_row, split=split, spans=spans, streamed=True)
+        for spans, (start, end) in ray_data._shares(groups, rows, world_size, True)
     ]
     return loader, [loader.open(shard, layout) for shard in shards]
 
@@ -102,7 +100,7 @@ def test_memory_holds_about_two_windows_whatever_the_share(split_and_layout):
     loader, (shard,) = streamed_shards(split, layout, 1, "loader.window_size_bytes=40000")
     window_rows = loader._buffer_rows(shard)
     held = [
-        t.num_rows for t in ray_data.read_ahead(split, ray_data.windows(shard.pieces, window_rows))
+        t.num_rows for t in ray_data.read_ahead(split, ray_data.windows(shard.spans, window_rows))
     ]
     assert sum(held) == shard.rows
     assert max(held) < window_rows + ROW_GROUP  # a window overshoots by less than a row group

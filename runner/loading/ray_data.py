@@ -34,7 +34,7 @@ import pyarrow as pa
 import torch
 
 from runner.loading.heap import release_free_pages
-from runner.loading.pieces import pieces_of, read_pieces, row_groups
+from runner.loading.row_spans import read_spans, row_groups, spans_of
 from runner.loading.tensors import TensorTable
 from runner.model.layout import Layout
 from runner.runtime import require_ray
@@ -49,15 +49,15 @@ HEAP_SHARD_BYTES = 1 << 30  # a share under this is held in the worker's heap as
 @dataclass
 class RayShard:
     # A ray.data.Dataset (one worker) or a DataIterator from streaming_split; None when the
-    # worker reads its share's pieces itself.
+    # worker reads its share's spans itself.
     source: Any
     rows: int  # rows this worker sees (about, for unequal shards)
     bytes_per_row: float
     layout: Layout | None = None
     split: Location | None = None  # a share held in the heap: read from here, by
-    pieces: list | None = None  # (file, row group, first row, end row) in the row group
+    spans: list | None = None  # (file, row group, first row, end row) in the row group
     table: TensorTable | None = None  # those rows as tensors, once opened
-    streamed: bool = False  # the pieces are read a window at a time, every epoch
+    streamed: bool = False  # the spans are read a window at a time, every epoch
 
     def __len__(self) -> int:
         return self.rows
@@ -97,9 +97,9 @@ class RayDataLoader:
         if streamed or share * bytes_per_row < HEAP_SHARD_BYTES:
             return [
                 RayShard(
-                    None, end - start, bytes_per_row, split=split, pieces=pieces, streamed=streamed
+                    None, end - start, bytes_per_row, split=split, spans=spans, streamed=streamed
                 )
-                for pieces, (start, end) in _shares(groups, rows, world_size, equal)
+                for spans, (start, end) in _shares(groups, rows, world_size, equal)
             ]
         import ray.data
 
@@ -116,9 +116,9 @@ class RayDataLoader:
 
     def open(self, shard: RayShard, layout: Layout, equal: bool = False) -> RayShard:
         shard.layout = layout
-        if shard.pieces is not None and shard.table is None and not shard.streamed:
-            assert shard.split is not None  # a share's pieces come with their split
-            shard.table = TensorTable.from_arrow(read_pieces(shard.split, shard.pieces), layout)
+        if shard.spans is not None and shard.table is None and not shard.streamed:
+            assert shard.split is not None  # a share's spans come with their split
+            shard.table = TensorTable.from_arrow(read_spans(shard.split, shard.spans), layout)
         return shard
 
     def _buffer_rows(self, shard: RayShard) -> int:
@@ -158,14 +158,14 @@ class RayDataLoader:
         over (fewer than a batch) join the next window, so the epoch has the batches the heap
         path has, and workers with equal shares take equal numbers of steps."""
         split, layout = shard.split, shard.layout
-        assert split is not None and shard.pieces is not None  # a streamed share has both
+        assert split is not None and shard.spans is not None  # a streamed share has both
         assert layout is not None  # open() set it
         rng = np.random.default_rng(seed)
-        pieces = list(shard.pieces)
+        spans = list(shard.spans)
         if self.shuffle:  # a new order of the row groups every epoch
-            pieces = [pieces[i] for i in rng.permutation(len(pieces))]
+            spans = [spans[i] for i in rng.permutation(len(spans))]
         carry = None
-        for table in read_ahead(split, windows(pieces, self._buffer_rows(shard))):
+        for table in read_ahead(split, windows(spans, self._buffer_rows(shard))):
             if carry is not None:
                 table = pa.concat_tables([carry, table])
             n = table.num_rows
@@ -186,9 +186,9 @@ class RayDataLoader:
         layout = shard.layout
         assert layout is not None  # open() set it
         if shard.streamed:
-            assert shard.split is not None and shard.pieces is not None  # a streamed share has both
+            assert shard.split is not None and shard.spans is not None  # a streamed share has both
             rows = max(self.eval_batch_size, self._buffer_rows(shard))
-            for table in read_ahead(shard.split, windows(shard.pieces, rows)):
+            for table in read_ahead(shard.split, windows(shard.spans, rows)):
                 yield from TensorTable.from_arrow(table, layout).chunks(self.eval_batch_size)
             return
         for batch in shard.source.iter_batches(
@@ -199,12 +199,12 @@ class RayDataLoader:
             yield TensorTable.from_arrow(batch, layout)
 
 
-def windows(pieces: list, rows: int) -> Iterator[list]:
-    """Consecutive pieces grouped into windows of at least `rows` rows (the last: the rest)."""
+def windows(spans: list, rows: int) -> Iterator[list]:
+    """Consecutive spans grouped into windows of at least `rows` rows (the last: the rest)."""
     window, count = [], 0
-    for piece in pieces:
-        window.append(piece)
-        count += piece[3] - piece[2]
+    for span in spans:
+        window.append(span)
+        count += span[3] - span[2]
         if count >= rows:
             yield window
             window, count = [], 0
@@ -213,13 +213,13 @@ def windows(pieces: list, rows: int) -> Iterator[list]:
 
 
 def read_ahead(split: Location, groups: Iterable[list]) -> Iterator[pa.Table]:
-    """read_pieces of each group in turn, the next one read by a thread while the caller
+    """read_spans of each group in turn, the next one read by a thread while the caller
     works on this one (Arrow's reads and decoding release the GIL). Before each, the heaps'
     free pages go back to the system: the last window's arrays, freed but kept by glibc."""
     with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
         pending = None
-        for pieces in groups:
-            future = pool.submit(read_pieces, split, pieces)
+        for spans in groups:
+            future = pool.submit(read_spans, split, spans)
             if pending is not None:
                 release_free_pages()
                 yield pending.result()
@@ -230,7 +230,7 @@ def read_ahead(split: Location, groups: Iterable[list]) -> Iterator[pa.Table]:
 
 
 def _shares(groups: list, rows: int, world_size: int, equal: bool) -> list[tuple[list, tuple]]:
-    """Each worker's contiguous rows as pieces. equal: every worker the same count (the rest
+    """Each worker's contiguous rows as spans. equal: every worker the same count (the rest
     dropped, as streaming_split(equal=True) does); else every row once."""
     per = rows // world_size
     bounds = [
@@ -239,4 +239,4 @@ def _shares(groups: list, rows: int, world_size: int, equal: bool) -> list[tuple
         else (rows * r // world_size, rows * (r + 1) // world_size)
         for r in range(world_size)
     ]
-    return [(pieces_of(groups, start, end), (start, end)) for start, end in bounds]
+    return [(spans_of(groups, start, end), (start, end)) for start, end in bounds]

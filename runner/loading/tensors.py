@@ -147,7 +147,7 @@ class TensorTable:
         )
 
     def chunks(self, size: int) -> Iterator[TensorTable]:
-        """Consecutive pieces of at most `size` rows, in order (for evaluation)."""
+        """Consecutive slices of at most `size` rows, in order (for evaluation)."""
         for start in range(0, len(self), size):
             stop = min(start + size, len(self))
             inputs, targets = self.slice(start, stop)

@@ -48,7 +48,7 @@ class PandasProcessor:
         return merge_reports([process_partition(frame, 0, 0, fn, out)])
 
     def ray_blocks(self, frame: pd.DataFrame, row_column: str) -> list:
-        """Pieces of BLOCK_ROWS rows put into the object store, so that several actors share
+        """Blocks of BLOCK_ROWS rows put into the object store, so that several actors share
         the work."""
         import ray
 

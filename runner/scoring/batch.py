@@ -159,11 +159,11 @@ def score_on_ranks(
     rows = data.num_rows if task.processed else len(data)
     low, high = shard_bounds(rows, backend.rank, backend.size)
     if task.processed:
-        piece, row_ids = data.slice(low, high - low), None
+        shard, row_ids = data.slice(low, high - low), None
     else:
-        piece = data.iloc[low:high].reset_index(drop=True)
+        shard = data.iloc[low:high].reset_index(drop=True)
         row_ids = np.arange(low, high, dtype=np.int64)
-    result = score_partition(predictor, piece, row_ids, task)
+    result = score_partition(predictor, shard, row_ids, task)
     if parts is not None and result.predictions is not None and result.rows:
         parts.write(result.predictions, low)
     gathered = backend.gather((result.rows, result.stats))  # also the barrier before publish

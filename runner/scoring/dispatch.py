@@ -94,10 +94,10 @@ def score_raw(
     return _local_run(predictor, map_raw(processor, source, chosen, one, keep), task, out_dir)
 
 
-def _split(ray, blocks: list, pieces: int) -> list:
-    """The blocks cut into at least `pieces` blocks, by one Ray task per block (done before
+def _split(ray, blocks: list, count: int) -> list:
+    """The blocks cut into at least `count` blocks, by one Ray task per block (done before
     the pool starts: once its actors hold every CPU, no task could do it)."""
-    each = -(-pieces // len(blocks))
+    each = -(-count // len(blocks))
     cut = ray.remote(num_cpus=1, num_returns=each)(_cut).options(**task_options())
     refs = [cut.remote(block, each) for block in blocks]
     refs = [r for group in refs for r in (group if isinstance(group, list) else [group])]
@@ -105,10 +105,10 @@ def _split(ray, blocks: list, pieces: int) -> list:
     return refs
 
 
-def _cut(frame: pd.DataFrame, pieces: int):
-    bounds = np.linspace(0, len(frame), pieces + 1).astype(int)
-    parts = [frame.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    return parts if pieces > 1 else parts[0]
+def _cut(frame: pd.DataFrame, count: int):
+    bounds = np.linspace(0, len(frame), count + 1).astype(int)
+    blocks = [frame.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return blocks if count > 1 else blocks[0]
 
 
 def score_split(

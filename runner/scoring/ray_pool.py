@@ -14,7 +14,7 @@ import pandas as pd
 
 from runner.errors import UserError
 from runner.loading.heap import release_free_pages
-from runner.loading.pieces import pieces_of, read_pieces, row_groups
+from runner.loading.row_spans import read_spans, row_groups, spans_of
 from runner.model.artifact import SavedModel
 from runner.processing.columns import ROW_ID
 from runner.runtime import require_ray
@@ -65,14 +65,14 @@ class PartitionScorer:
             saved.model.to(device)
         self.predictor = Predictor(saved, device=device)
         self.task, self.parts = task, parts
-        self.split, self.batches = split, batches  # a cache split: the pieces of each batch
+        self.split, self.batches = split, batches  # a cache split: the spans of each batch
 
     def __call__(self, batch) -> pd.DataFrame:
         if self.batches is not None:  # numbers of a cache split's batches: read here, rows
             numbers = batch["batch"].to_pylist()  # carrying their own row numbers
-            pieces = [piece for n in numbers for piece in self.batches[n]]
+            spans = [span for n in numbers for span in self.batches[n]]
             assert self.split is not None  # given with the batches
-            data, row_ids = read_pieces(self.split, pieces), None
+            data, row_ids = read_spans(self.split, spans), None
         else:
             row_ids = batch[ROW_ID].to_numpy(dtype=np.int64)
             data = batch.drop(columns=[ROW_ID]).reset_index(drop=True)
@@ -104,15 +104,15 @@ def score_on_ray(
     ray = require_ray("batch scoring on Ray")
     options = settings.ray_options()
     batches = None
-    if split is not None:  # the batches' row-group pieces; the dataset: just their numbers
+    if split is not None:  # the batches' row-group spans; the dataset: just their numbers
         import ray.data
 
         groups = row_groups(split)
         rows = sum(g[2] for g in groups)
         size = settings.batch_rows
-        # (an empty split: one batch of no pieces, read as an empty table)
+        # (an empty split: one batch of no spans, read as an empty table)
         starts = range(0, max(rows, 1), size)
-        batches = [pieces_of(groups, a, min(a + size, rows)) for a in starts]
+        batches = [spans_of(groups, a, min(a + size, rows)) for a in starts]
         if rows < settings.min_rows:
             why = f"fewer than predict.pool_min_rows={settings.min_rows}"
             return _score_here(saved, task, parts, split, batches, rows, why)

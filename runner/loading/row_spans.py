@@ -1,5 +1,5 @@
-"""A cache split's Parquet row groups as pieces: which rows lie where (from the footers), the
-pieces that hold a range of rows, and reading them back. The Ray Data loader cuts each
+"""A cache split's rows as spans of its Parquet row groups: which rows lie where (from the
+footers), the spans that hold a range of rows, and reading them back. The Ray Data loader cuts each
 worker's share with them; the scoring pool cuts its blocks with them."""
 
 from __future__ import annotations
@@ -22,21 +22,21 @@ def row_groups(split: Location) -> list[tuple[str, int, int, int]]:
     return groups
 
 
-def pieces_of(groups: list, start: int, end: int) -> list[tuple[str, int, int, int]]:
-    """Rows [start, end) of a split as (file, row group, first, end) pieces of its row groups."""
-    pieces, offset = [], 0
+def spans_of(groups: list, start: int, end: int) -> list[tuple[str, int, int, int]]:
+    """Rows [start, end) of a split as (file, row group, first, end) spans of its row groups."""
+    spans, offset = [], 0
     for path, index, count, _ in groups:
         lo, hi = max(start, offset), min(end, offset + count)
         if lo < hi:
-            pieces.append((path, index, lo - offset, hi - offset))
+            spans.append((path, index, lo - offset, hi - offset))
         offset += count
-    return pieces
+    return spans
 
 
-def read_pieces(split: Location, pieces: list) -> pa.Table:
-    """The rows of those pieces, in order (an empty table of the split's schema for none)."""
+def read_spans(split: Location, spans: list) -> pa.Table:
+    """The rows of those spans, in order (an empty table of the split's schema for none)."""
     filesystem, files, parts = split.arrow_filesystem(), {}, []
-    for path, group, first, end in pieces:
+    for path, group, first, end in spans:
         if path not in files:
             files[path] = pq.ParquetFile(path, filesystem=filesystem)
         parts.append(files[path].read_row_group(group).slice(first, end - first))
