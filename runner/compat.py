@@ -107,6 +107,19 @@ INTERNALS = (
         "elastic workers lose the custom resources of trainer.resources_per_worker",
     ),
     Internal(
+        "ray.train.v2.api.data_parallel_trainer",
+        "DataParallelTrainer._create_default_callbacks",
+        "runner/training/ray_train.py: without_cleaner",
+        "every DDP and Ray-trained trees fit() waits 12 s after training again, for Ray "
+        "Train's placement-group cleaner (no dashboard: its State API calls time out)",
+    ),
+    Internal(
+        "ray.train.v2._internal.callbacks.placement_group_callback",
+        "PlacementGroupCleanerCallback",
+        "runner/training/ray_train.py: without_cleaner",
+        "as above: the callback is no longer found by its name, so it stays",
+    ),
+    Internal(
         "modin.core.execution.ray.common.engine_wrapper",
         "RayWrapper._func_cache",
         "runner/processing/modin_processor.py: after a new Ray session",

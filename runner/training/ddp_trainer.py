@@ -65,9 +65,11 @@ class DDPTrainer(DistributedTrainer):
         from ray.train import FailureConfig, RunConfig, ScalingConfig
         from ray.train.torch import TorchConfig, TorchTrainer
 
+        from runner.training.ray_train import without_cleaner
+
         assert job.run_id is not None  # _fit gives every attempt the trainer's
         storage = log_dir(self.settings.logdir, job.run_dir).absolute()
-        trainer = TorchTrainer(
+        trainer = without_cleaner(TorchTrainer)(
             _ddp_worker,
             train_loop_config={"job": job},
             torch_config=TorchConfig(backend="nccl" if job.use_gpu else "gloo"),

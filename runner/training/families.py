@@ -297,11 +297,13 @@ def _fit_on_ray(splits, meta, model, trainer, count: int, resources: dict):
     from ray.train.lightgbm import LightGBMTrainer
     from ray.util.queue import Queue
 
+    from runner.training.ray_train import without_cleaner
+
     out = Path(tempfile.mkdtemp(prefix="trees-"))
     results = Queue(maxsize=1, actor_options={"num_cpus": 0})  # rank 0's booster, on any node
     config = {"splits": splits, "meta": meta, "model": model, "trainer": trainer, "out": results}
     try:
-        LightGBMTrainer(
+        without_cleaner(LightGBMTrainer)(
             _tree_worker,
             train_loop_config=config,
             scaling_config=ScalingConfig(num_workers=count, resources_per_worker=resources or None),
