@@ -21,7 +21,6 @@ from runner.command_table import commands_where
 from runner.config import FeatureConfig, RunConfig, built, check_config, trainer_settings
 from runner.errors import UserError
 from runner.loading.base import Loader
-from runner.loading.local import LocalLoader
 from runner.processing.base import Processor
 from runner.processing.pandas_processor import PandasProcessor
 from runner.processing.source import DataSource
@@ -95,6 +94,8 @@ class AutoLoader:
             )
             return RayDataLoader(**self.settings)
         keep = ("batch_size", "shuffle", "drop_last", "eval_batch_size")
+        from runner.loading.local import LocalLoader  # torch: once a loader is needed
+
         return LocalLoader(**{k: self.settings[k] for k in keep})
 
 

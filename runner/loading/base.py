@@ -8,11 +8,13 @@ local Arrow reader and Ray Data differ only behind these four calls.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from runner.loading.tensors import TensorTable
-from runner.model.layout import Layout
 from runner.storage import Location
+
+if TYPE_CHECKING:  # torch: imported by what trains, not by what only checks a config
+    from runner.loading.tensors import TensorTable
+    from runner.model.layout import Layout
 
 
 @runtime_checkable

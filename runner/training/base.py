@@ -12,14 +12,15 @@ lost worker. Every trainer takes the same settings (runner.config.TrainerConfig)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
-
-import numpy as np
-import torch
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from runner.backends.base import Backend
 from runner.config import TrainerConfig
 from runner.training.job import TrainingJob, TrainingResult
+
+if TYPE_CHECKING:  # torch: imported by what trains, not by what only checks a config
+    import numpy as np
+    import torch
 
 # make_job(world_size) -> a job whose shards are cut for that many workers; a retried
 # attempt calls it again for fresh shards.

@@ -9,15 +9,18 @@ import random
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from runner.errors import UserError
+
+# torch is imported in the functions that use it: the trainers name LAST before torch loads.
 
 LAST = "last.pt"
 BEST = "best.pt"
 
 
 def save(state: dict, path: Path) -> None:
+    import torch
+
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save(state, tmp)
@@ -25,10 +28,14 @@ def save(state: dict, path: Path) -> None:
 
 
 def load(path: Path) -> dict:
+    import torch
+
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
 def rng_state() -> dict:
+    import torch
+
     return {
         "torch": torch.get_rng_state(),
         "numpy": np.random.get_state(),
@@ -37,6 +44,8 @@ def rng_state() -> dict:
 
 
 def restore_rng(state: dict) -> None:
+    import torch
+
     torch.set_rng_state(state["torch"])
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])

@@ -26,9 +26,10 @@ from runner.training import checkpoints
 from runner.training.base import JobFactory
 from runner.training.follow import following_rank_zero, log_dir
 from runner.training.job import TrainingJob, TrainingResult
-from runner.training.loop import run_training
 from runner.training.reporting import relayed_reports
-from runner.training.strategies import LocalStrategy
+
+# The loop and the strategies import torch (a second of a run's start): imported where a
+# trainer fits, so that a config or data error is said before torch loads.
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,9 @@ class LocalTrainer:
 
     # | None: HorovodTrainer's ranks other than 0 under horovodrun have no result.
     def fit(self, make_job: JobFactory, backend: Backend) -> TrainingResult | None:
+        from runner.training.loop import run_training
+        from runner.training.strategies import LocalStrategy
+
         use_gpu = local_gpu(self.settings.use_gpu)
         return run_training(replace(make_job(1), use_gpu=use_gpu), LocalStrategy(use_gpu=use_gpu))
 
