@@ -14,13 +14,13 @@ PYTHON_DIRS = ["run.py", "runner", "tests", "bench", "scripts", "hydra_plugins",
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Every test: real Ray clusters, Horovod and DDP workers, the S3 server (about 70 minutes on 2 cores)."""
+    """Every test: real Ray clusters, Horovod and DDP workers, the S3 server (about 30 minutes on 2 cores)."""
     session.run(sys.executable, "-m", "pytest", "-q", *session.posargs)
 
 
 @nox.session
 def fast(session: nox.Session) -> None:
-    """The quick tier (about 3.5 minutes on 2 cores): no Ray cluster, no worker processes, nothing
+    """The quick tier (about 2 minutes on 2 cores): no Ray cluster, no worker processes, nothing
     slow (the end-to-end runs of a CLI command take `slow`: the full suite runs them)."""
     marks = "not slow and not distributed and not needs_root"
     session.run(sys.executable, "-m", "pytest", "-q", "-m", marks, *session.posargs)
