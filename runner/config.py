@@ -987,7 +987,10 @@ def _unknown_keys(node, path: str):
 def built(node, **options):
     """A component from its config node (`_target_`); a UserError its constructor raised
     comes out as itself, not inside Hydra's InstantiationException (whose text adds the
-    target's name)."""
+    target's name), and a `_target_` that cannot be imported (a tracker of one's own, say)
+    as a UserError that names the key."""
+    import re
+
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
@@ -997,9 +1000,18 @@ def built(node, **options):
         return instantiate(node, **options)
     except InstantiationException as error:
         found = user_error_in(error)
-        if found is None:
-            raise
-        raise found from None
+        if found is not None:
+            raise found from None
+        if isinstance(error.__cause__, ImportError):
+            key = re.search(r"full_key: (\S+)", str(error))
+            where = f"{key.group(1)}._target_" if key else "_target_"
+            lines = str(error.__cause__).splitlines()  # Hydra's: "Error loading 'x':", the cause
+            cause = lines[1] if len(lines) > 1 else lines[0] if lines else "ImportError"
+            raise UserError(
+                f"{where}={node.get('_target_')} cannot be imported ({cause}); check the "
+                "name, and that its module is on PYTHONPATH"
+            ) from None
+        raise
 
 
 def check_config(cfg: DictConfig) -> RunConfig:

@@ -301,6 +301,10 @@ BAD_INPUTS = {
         ["dataset.path={d}/good.csv", "logger=mlflow", "logger.mlflow.tracking_uri=nosuch://x"],
         "logger.mlflow.tracking_uri=nosuch://x is not a store MLflow knows",
     ),
+    "tracker not importable": (
+        ["dataset.path={d}/good.csv", "+logger.probe._target_=no_such_module.Tracker"],
+        "logger.probe._target_=no_such_module.Tracker cannot be imported",
+    ),
     "unwritable cache_dir": (
         ["dataset.path={d}/good.csv", "cache_dir=/proc/no-cache-here"],
         "cannot write to /proc/no-cache-here (No such file or directory); set cache_dir",
