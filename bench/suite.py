@@ -328,7 +328,7 @@ class Suite:
         }
 
         def steady_rate(
-            name: str, trainer: str, workers: int, extra: list[str], env: dict
+            address: str, name: str, trainer: str, workers: int, extra: list[str], env: dict
         ) -> float:
             run_dir = self.work / "runs" / name
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -358,7 +358,7 @@ class Suite:
             for variant, (trainer, env, counts) in variants.items():
                 for workers in counts:
                     figures[f"{variant}_{workers}"] = steady_rate(
-                        f"scale-{variant}-{workers}", trainer, workers, [], env
+                        address, f"scale-{variant}-{workers}", trainer, workers, [], env
                     )
                 if len(counts) == 2:
                     figures[f"{variant}_efficiency"] = figures[f"{variant}_2"] / (
@@ -370,7 +370,12 @@ class Suite:
             # fp16 gradient compression, 2 workers, against none
             for trainer in ("horovod",) if self.smoke else ("horovod", "ddp"):
                 figures[f"{trainer}_fp16_2"] = steady_rate(
-                    f"scale-{trainer}-fp16-2", trainer, 2, ["trainer.compression=fp16"], {}
+                    address,
+                    f"scale-{trainer}-fp16-2",
+                    trainer,
+                    2,
+                    ["trainer.compression=fp16"],
+                    {},
                 )
         figures.update(self.parallel_ceiling(batch, "_after"))
         self.record("scaling", label(rows), figures)

@@ -172,9 +172,10 @@ def command_preprocess(run: Run) -> dict:
 def _tracked(run: Run, trackers) -> Iterator:
     """The run's trackers (runner/tracking/base.py), told of the run by the main process only;
     they finish it "failed" when the command raises."""
+    from runner.tracking.base import RunStart, SweepTrial, Trackers
+
     if not run.backend.is_main:
-        trackers = type(trackers)([])
-    from runner.tracking.base import RunStart, SweepTrial
+        trackers = Trackers([])
     from runner.training.reporting import stopped_by_scheduler
 
     config = cast(dict, OmegaConf.to_container(run.cfg, resolve=True))

@@ -49,7 +49,7 @@ class TensorBoardTracker:
         self.run_dir: Path | None = None
 
     def prepare(self, run_dir: Path, child) -> None:
-        self.run_dir = Path(run_dir)
+        pass  # the run dir is known at start (under horovodrun it becomes rank 0's)
 
     def start(self, run) -> None:
         self.run_dir = Path(run.run_dir)

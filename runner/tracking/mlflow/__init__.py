@@ -113,9 +113,9 @@ class MlflowTracker:
         before it could log, the report's files; the parent FINISHED (FAILED)."""
         parent = self._sweep
         if table is not None:
-            done = table[table["status"].isin(["completed", "pruned"])]
             import pandas as pd
 
+            done = table[table["status"].isin(["completed", "pruned"])]
             values = pd.to_numeric(done["objective"], errors="coerce").dropna()
             counts = table["status"].value_counts().to_dict()
             metrics = {f"trials_{k}": float(v) for k, v in counts.items()}
