@@ -60,6 +60,8 @@ VARIANTS = {
     # The model families: LightGBM trees on the same cache, and the network + trees ensemble.
     "trees": ["model.family=gbm"],
     "ensemble": ["model.family=ensemble"],
+    # The ensemble with one network: its trees give the diversity the network's members did.
+    "ensemble_single": ["model.family=ensemble", "model.ensemble_size=1"],
 }
 
 
