@@ -60,7 +60,9 @@ class TreeModel:
     def predict(self, matrix: np.ndarray, **kind):
         """The booster on a feature matrix at its best iteration and thread count; `kind`:
         raw_score=True (the logits) or pred_contrib=True (TreeSHAP, command=explain)."""
-        options = {"num_threads": self.num_threads} if self.num_threads else {}
+        # torch's count by default: the process's share where Ray or the scoring pool set it
+        # (LightGBM's own default, every core, oversubscribes a node's side-by-side actors).
+        options = {"num_threads": self.num_threads or torch.get_num_threads()}
         best = self.booster.best_iteration
         return self.booster.predict(
             matrix, num_iteration=best if best > 0 else None, **kind, **options

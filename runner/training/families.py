@@ -11,7 +11,6 @@ network's validation metrics do.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -93,7 +92,7 @@ def check_tree_outputs(layout: Layout, family: str) -> None:
         kinds = ", ".join(f"{o.name} ({o.type})" for o in outputs)
         raise UserError(
             f"model.family={family} trains trees for one binary, category or number output; "
-            f"this model has {kinds}: use model.family=network (the default) or one such output"
+            f"this model has {kinds}: use model.family=network or one such output"
         )
 
 
@@ -106,7 +105,12 @@ def _read(splits: Location, split: str, layout: Layout, rank: int = 0, size: int
 
 
 def _threads(settings) -> int:
-    return settings.num_threads or len(os.sched_getaffinity(0))
+    """model.gbm.num_threads, else torch's: the process's share of the node where Ray set one
+    (OMP_NUM_THREADS of a trial or a fold on Ray), every core otherwise: OpenMP threads past
+    the cores spin against each other's."""
+    import torch
+
+    return settings.num_threads or torch.get_num_threads()
 
 
 def fit_trees(
