@@ -50,18 +50,23 @@ VARIANTS = {
     "cosine": ["trainer.schedule=cosine"],
     "fp32": ["trainer.precision=32"],  # full-precision steps, where auto picks bf16
     # One network in full-precision steps: the default before the ensemble and bf16 steps.
-    "single_fp32": ["model.ensemble_size=1", "trainer.precision=32"],
-    "single": ["model.ensemble_size=1"],  # no ensemble, whatever the table's size
-    "ens4": ["model.ensemble_size=4"],
-    "ens8": ["model.ensemble_size=8"],
-    "ens16": ["model.ensemble_size=16"],
+    "single_fp32": ["model.family=network", "model.ensemble_size=1", "trainer.precision=32"],
+    "single": [
+        "model.family=network",
+        "model.ensemble_size=1",
+    ],  # no ensemble, whatever the table's size
+    "ens4": ["model.family=network", "model.ensemble_size=4"],
+    "ens8": ["model.family=network", "model.ensemble_size=8"],
+    "ens16": ["model.family=network", "model.ensemble_size=16"],
     # The one-argument start: the feature types inferred instead of the suite's written list.
     "inferred": ["model=auto", f"dataset.target={TARGET}"],
-    # The model families: LightGBM trees on the same cache, and the network + trees ensemble.
+    # The model families: the network alone, LightGBM trees on the same cache, and the
+    # network + trees ensemble (the default: model.family=auto on the suite's tables).
+    "network": ["model.family=network"],
     "trees": ["model.family=gbm"],
     "ensemble": ["model.family=ensemble"],
-    # The ensemble with one network: its trees give the diversity the network's members did.
-    "ensemble_single": ["model.family=ensemble", "model.ensemble_size=1"],
+    # The ensemble with the network's members (the ensemble's auto is one network).
+    "ensemble4": ["model.family=ensemble", "model.ensemble_size=4"],
 }
 
 

@@ -71,6 +71,7 @@ def sweep_table(table: Table, path: Path, work: Path, seeds: list[int], grid: li
         "dataset.split.method=column",
         "dataset.split.column=split${seed}",
         "backend=local",
+        "model.family=network",  # the network's defaults; the trees keep their own
         "trainer.progress_bar=false",
         f"cache_dir={work / 'cache'}",
         "hydra/sweeper=tune",

@@ -25,6 +25,8 @@ from runner.reports.figures import FigureQueue
 
 if TYPE_CHECKING:  # imported where used: a tracker's background process starts before torch loads
     from runner.assembly import Plan, Run
+    from runner.config import ModelConfig
+    from runner.model.layout import Layout
     from runner.processing.features.feature_set import FeatureSet
     from runner.processing.pipeline import Preprocessed
 
@@ -232,11 +234,14 @@ def _train(run: Run, pre: Preprocessed, figures, trackers):
     from runner.training.families import fit_family
     from runner.training.job import TrainingJob
 
+    layout = Layout.from_meta(pre.meta, run.settings.model)
+    model = _resolved_model(run, layout)
+
     def make_job(world_size: int) -> TrainingJob:
         job = TrainingJob.create(
             pre.entry,
             pre.meta,
-            run.settings.model,
+            model,
             run.trainer.settings,
             run.loader,
             str(run.run_dir),
@@ -245,18 +250,6 @@ def _train(run: Run, pre: Preprocessed, figures, trackers):
         job.epoch_logs = trackers.epochs()
         return job
 
-    layout = Layout.from_meta(pre.meta, run.settings.model)
-    model = run.settings.model
-    if model.family == "auto":  # decided once the outputs are known; the saved config says it
-        family, why = model.pick_family()
-        if run.backend.is_main:
-            log.info("model.family=auto picked %s: %s", family, why)
-        model = replace(model, family=family)
-        run.cfg.model.family = family
-    uses_network = model.family in ("network", "ensemble")
-    if model.ensemble_size is None and run.backend.is_main and uses_network:  # auto, and why
-        members, why = model.ensemble_members(layout.train_rows)
-        log.info("model.ensemble_size=auto picked %d: %s", members, why)
     result = fit_family(
         model,
         lambda: run.trainer.fit(make_job, run.backend),
@@ -282,6 +275,31 @@ def _train(run: Run, pre: Preprocessed, figures, trackers):
     return result, layout
 
 
+def _resolved_model(run: Run, layout: Layout) -> ModelConfig:
+    """The model settings with model.family and the ensemble's network members made concrete
+    for this table (once the outputs and the training split's size are known), each auto pick
+    logged with why; the saved config says them."""
+    model = run.settings.model
+    main = run.backend.is_main
+    if model.family == "auto":
+        family, why = model.pick_family(layout.train_rows)
+        if main:
+            log.info("model.family=auto picked %s: %s", family, why)
+        model = replace(model, family=family)
+        run.cfg.model.family = family
+    if model.ensemble_size is not None or model.family == "gbm":
+        return model
+    if model.family == "ensemble":  # the trees bring the diversity; members would double its cost
+        members, why = 1, "in the ensemble family, the trees stand in for the network's members"
+        model = replace(model, ensemble_size=members)
+        run.cfg.model.ensemble_size = members
+    else:
+        members, why = model.ensemble_members(layout.train_rows)
+    if main:
+        log.info("model.ensemble_size=auto picked %d: %s", members, why)
+    return model
+
+
 def _best_metrics(result) -> dict[str, dict]:
     best = next((h for h in result.history if h["epoch"] == result.best_epoch), result.history[-1])
     return {"train": best["train"], "validation": best["validation"]}
@@ -297,7 +315,7 @@ def _baseline_check(run: Run, result, layout, metrics: dict) -> dict:
     failing = [c for c in check.values() if not c["better"]]
     if failing:
         patience, knobs = run.settings.trainer.early_stopping.patience, Knobs()
-        if run.settings.model.pick_family()[0] == "gbm":
+        if run.cfg.model.family == "gbm":  # the family made concrete by _resolved_model
             gbm = run.settings.model.gbm  # the trees' curve: their rounds and settings
             patience = gbm.early_stopping_rounds
             knobs = Knobs(

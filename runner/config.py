@@ -199,8 +199,10 @@ class ModelConfig:
     input_features: list[FeatureConfig] | None = None
     output_features: list[FeatureConfig] | None = None
     # network (the neural network below) | gbm (gradient-boosted trees: model.gbm) |
-    # ensemble (both on the same splits, weighted on the validation split)
-    family: str = "network"
+    # ensemble (both on the same splits, weighted on the validation split) | auto (the
+    # ensemble where trees fit the output and the training split has at most
+    # ensemble_max_rows rows, else the network: pick_family)
+    family: str = "auto"
     gbm: GBMConfig = field(default_factory=GBMConfig)
     combiner: str = "concat"  # concat (MLP) | residual (residual MLP) | transformer
     hidden_size: int = 256  # picked by the defaults sweep (docs/accuracy.md)
@@ -228,7 +230,10 @@ class ModelConfig:
     # null (auto): ENSEMBLE_AUTO members when the training split has at most
     # ensemble_max_rows rows, else 1 (off): the members multiply the MLP's work per row, a few
     # seconds on a small table, the run's whole cost at a million rows (docs/accuracy.md).
+    # In the ensemble family, auto is 1: the trees bring what the members would.
     ensemble_size: int | None = None
+    # The largest training split auto ensembles (the family and the members): an ensemble's
+    # cost is a multiple of one model's, and the suite measures its gain up to 41k rows only.
     ensemble_max_rows: int = 50_000
 
     def __post_init__(self):
@@ -299,17 +304,23 @@ class ModelConfig:
         """Trees (model.family gbm, ensemble) predict one binary, category or number output."""
         return len(outputs) == 1 and outputs[0].type in TREE_OUTPUT_TYPES
 
-    def pick_family(self) -> tuple[str, str]:
-        """model.family, or its auto pick for these outputs, and why (docs/accuracy.md)."""
+    def pick_family(self, train_rows: int | None) -> tuple[str, str]:
+        """model.family, or its auto pick for these outputs and a training split of
+        `train_rows` rows, and why (docs/accuracy.md)."""
         if self.family != "auto":
             return self.family, "model.family"
         outputs = self.output_features or []
         if not self.trees_fit(outputs):
             kinds = ", ".join(f"{f.name} ({f.type})" for f in outputs)
             return "network", f"trees predict one binary, category or number output, not {kinds}"
+        if train_rows is not None and train_rows > self.ensemble_max_rows:
+            return "network", (
+                f"{train_rows:,} training rows, more than model.ensemble_max_rows="
+                f"{self.ensemble_max_rows:,}: the ensemble's cost grows with the rows"
+            )
         return "ensemble", (
             "the network and trees weighted on validation: at or above the better of the two "
-            "on the accuracy suite"
+            "on every table of the accuracy suite"
         )
 
     def ensemble_members(self, train_rows: int | None) -> tuple[int, str]:

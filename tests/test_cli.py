@@ -57,7 +57,9 @@ def test_every_command_through_the_cli(tmp_path):
     assert train.returncode == 0, train.stderr
     assert "trainer=auto picked local" in train.stdout + train.stderr
     assert "cache hit" in train.stderr + train.stdout
-    assert (tmp_path / "train" / "model" / "weights.pt").exists()
+    assert "model.family=auto picked ensemble" in train.stdout + train.stderr
+    members = tmp_path / "train" / "model" / "members"
+    assert (members / "network" / "weights.pt").exists() and (members / "gbm").is_dir()
     assert not (tmp_path / "train" / "predictions.parquet").exists()
     raw = mixed_table(50, seed=1).drop(columns=["grade"])
     raw.to_csv(tmp_path / "new.csv", index=False)

@@ -4,7 +4,7 @@ average and their loss."""
 import pytest
 import torch
 
-from runner.config import ModelConfig
+from runner.config import FeatureConfig, ModelConfig
 from runner.errors import UserError
 from runner.model.layout import CATEGORY, NUMERIC, Layout, OutputSpec
 from runner.model.network import build_model, mean_of_members
@@ -105,6 +105,18 @@ def test_the_ensemble_is_on_by_itself_for_small_tables_only():
     assert ModelConfig(ensemble_max_rows=10).ensemble_members(100)[0] == 1
     small = build_model(Layout(**{**_layout().__dict__, "train_rows": 500}), ModelConfig())
     assert small.members == 4
+
+
+def test_auto_picks_the_ensemble_for_one_tree_output_up_to_ensemble_max_rows():
+    binary = [FeatureConfig(name="y", type="binary")]
+    auto = ModelConfig(output_features=binary)
+    assert auto.family == "auto" and auto.pick_family(40_000)[0] == "ensemble"
+    family, why = auto.pick_family(700_000)
+    assert family == "network" and "more than model.ensemble_max_rows=50,000" in why
+    two = ModelConfig(output_features=[*binary, FeatureConfig(name="z", type="number")])
+    family, why = two.pick_family(100)
+    assert family == "network" and "not y (binary), z (number)" in why
+    assert ModelConfig(family="gbm").pick_family(10**6) == ("gbm", "model.family")
 
 
 def test_category_embeddings_take_their_own_width_and_a_feature_its_own():

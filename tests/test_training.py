@@ -350,26 +350,40 @@ def test_unknown_early_stopping_metric(tmp_path, cache_dir):
         run_experiment(tmp_path / "run", cache_dir, *FAST, "trainer.early_stopping.metric=label/f1")
 
 
-def test_the_auto_ensemble_is_logged_and_a_model_saved_before_it_still_loads(
+def test_auto_picks_are_logged_and_a_model_saved_before_them_still_loads(
     tmp_path, cache_dir, caplog
 ):
-    """model.ensemble_size=null picks its members from the training rows and says why; a model
-    dir whose config has no ensemble_size (saved before it existed) is one network."""
+    """The default (model.family=auto) trains the ensemble of trees and one network on a small
+    table with one binary output, and says why; the network alone picks its members from the
+    training rows; a model dir whose config has neither key (saved before them) is one network."""
     import logging
 
     import yaml
 
     from runner import Predictor
+    from runner.model.ensemble import EnsembleModel
 
     with caplog.at_level(logging.INFO, logger="runner.commands"):
         run_experiment(tmp_path / "auto", cache_dir, *FAST)
-    assert "model.ensemble_size=auto picked 4: 6,993 training rows" in caplog.text
-    assert Predictor.load(tmp_path / "auto" / "model").saved.model.members == 4
+    assert "model.family=auto picked ensemble: the network and trees weighted" in caplog.text
+    assert "model.ensemble_size=auto picked 1: in the ensemble family" in caplog.text
+    auto = Predictor.load(tmp_path / "auto" / "model").saved
+    assert isinstance(auto.model, EnsembleModel) and auto.model.members["network"].members == 1
+    saved = yaml.safe_load((tmp_path / "auto" / "model" / "config.yaml").read_text())
+    assert (saved["model"]["family"], saved["model"]["ensemble_size"]) == ("ensemble", 1)
 
-    run_experiment(tmp_path / "one", cache_dir, *FAST, "model.ensemble_size=1")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="runner.commands"):
+        run_experiment(tmp_path / "net", cache_dir, *FAST, "model.family=network")
+    assert "model.ensemble_size=auto picked 4: 6,993 training rows" in caplog.text
+    assert Predictor.load(tmp_path / "net" / "model").saved.model.members == 4
+
+    run_experiment(
+        tmp_path / "one", cache_dir, *FAST, "model.family=network", "model.ensemble_size=1"
+    )
     config = tmp_path / "one" / "model" / "config.yaml"
     saved = yaml.safe_load(config.read_text())
-    del saved["model"]["ensemble_size"]
+    del saved["model"]["ensemble_size"], saved["model"]["family"]
     config.write_text(yaml.safe_dump(saved))
     assert Predictor.load(tmp_path / "one" / "model").saved.model.members == 1
 
@@ -389,7 +403,9 @@ def test_run_outputs(tmp_path, cache_dir, capsys):
         f"+logger.probe.path={probe}",
     )
     for name in (
-        "model/weights.pt",
+        "model/ensemble.json",  # the default on this table: the network and the trees
+        "model/members/network/weights.pt",
+        "model/members/gbm/booster.txt",
         "model/meta.json",
         "model/config.yaml",
         "checkpoints/best.pt",
@@ -419,7 +435,7 @@ def test_run_outputs(tmp_path, cache_dir, capsys):
     assert told[1]["tags"]["runner.trainer"] == "local" and told[1]["trial"] is None
     assert [c["epoch"] for c in told[2:5]] == [1, 2, 3]
     assert "label/roc_auc" in told[2]["validation"]
-    assert {"weights.pt", "meta.json", "config.yaml"} <= set(told[6]["files"])
+    assert {"ensemble.json", "members", "meta.json", "config.yaml"} <= set(told[6]["files"])
     assert "label/roc_auc" in told[7]["metrics"]["test"]
     assert told[-1] == {"call": "finish", "status": "completed"}
     assert f"probe        {probe}" in capsys.readouterr().out  # the summary's location line

@@ -54,6 +54,8 @@ def load_model_dir(model_dir: str | os.PathLike | None) -> SavedModel:
     meta = json.loads((path / "meta.json").read_text())
     if "ensemble_size" not in saved:  # saved before the ensemble existed: a single network
         saved.ensemble_size = 1
+    if "family" not in saved:  # saved before the families existed (the default is now auto)
+        saved.family = "network"
     settings = cast(
         ModelConfig, OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ModelConfig), saved))
     )
