@@ -39,11 +39,12 @@ log = logging.getLogger(__name__)
 
 
 def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, trainer, backend):
-    """The family's TrainingResult. `fit_network()` runs the trainer (the network's loop); the
-    trees train data-parallel on Ray with the trainer's workers where it has more than one."""
+    """The family's TrainingResult. `fit_network()` runs the trainer (the network's loop); gbm's
+    trees train data-parallel on Ray with the trainer's workers where it has more than one. The
+    ensemble's trees train here, on the splits it reads for its weights anyway: Ray Train's
+    workers would ask for CPUs that a Tune trial's network workers hold, and wait for ever."""
     if model.family == "network":
         return fit_network()
-    workers = _tree_workers(trainer, backend)
     layout = Layout.from_meta(meta, model)
     if model.family == "gbm":
         if not tree_inputs(layout):
@@ -51,7 +52,7 @@ def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, tr
                 f"model.family=gbm has no input trees can split on: {_no_tree_inputs(layout)}; "
                 "use model.family=network or ensemble"
             )
-        return fit_trees(splits, meta, model, trainer.settings, workers)
+        return fit_trees(splits, meta, model, trainer.settings, _tree_workers(trainer, backend))
     network = fit_network()
     if network is None:  # under horovodrun, the ranks other than 0
         return None
@@ -62,7 +63,7 @@ def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, tr
         alone = EnsembleModel({"network": network.model}, {"network": 1.0}, layout)
         return replace(network, model=alone, family={"ensemble_weights": {"network": 1.0}})
     tables = _read(splits, "train", layout), _read(splits, "validation", layout)
-    trees = fit_trees(splits, meta, model, trainer.settings, workers, tables, scored=False)
+    trees = fit_trees(splits, meta, model, trainer.settings, (1, {}), tables, scored=False)
     return combine(network, trees, tables, meta, model)
 
 
@@ -220,7 +221,9 @@ def _boost(splits, meta, model, trainer, rank=0, size=1, network=None, tables=No
         valid_names.append("validation")
         if settings.early_stopping_rounds:
             callbacks.append(lgb.early_stopping(settings.early_stopping_rounds, verbose=False))
-        if network is None and listening():  # a sweep's scheduler (ASHA) hears the rounds
+        # A sweep's scheduler (ASHA) hears gbm's rounds; an ensemble's trial is its network's
+        # epochs, which it heard already.
+        if network is None and model.family == "gbm" and listening():
             reports = _SchedulerReports(layout, meta, validation, settings, trainer, evals)
             callbacks.append(reports)
     started = time.perf_counter()
