@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FAMILIES = {"network": [], "gbm": ["model.family=gbm"]}
+FAMILIES = {"network": ["model.family=network"], "gbm": ["model.family=gbm"]}
 
 
 def _run(work: Path, name: str, *overrides: str) -> str:

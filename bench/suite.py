@@ -228,6 +228,10 @@ class Suite:
         run_dir = self.work / "runs" / name
         shutil.rmtree(run_dir, ignore_errors=True)
         chosen = ["backend=local"] if backend == "local" else ["backend=ray", "backend.num_cpus=2"]
+        # The floor trains the network: so do the experiments (auto's pick at 100k rows and up;
+        # the smoke test's 2,000 rows would get the ensemble).
+        if not any(e.startswith("model.family=") for e in extra):
+            chosen.append("model.family=network")
         result = measure(
             [
                 *RUN,
@@ -629,7 +633,11 @@ def families_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     rows = 2000 if smoke else 1_000_000
     data = synthetic_csv(work, rows)
     suite.figures["sections"].pop("families", None)
-    families = {"network": [], "gbm": ["model.family=gbm"], "ensemble": ["model.family=ensemble"]}
+    families = {
+        "network": ["model.family=network"],
+        "gbm": ["model.family=gbm"],
+        "ensemble": ["model.family=ensemble"],
+    }
     for _ in range(1 if smoke else 2):
         for name, extra in families.items():
             suite.experiment(data, rows, "local", 3, extra, section=f"family {name}")

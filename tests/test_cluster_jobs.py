@@ -34,6 +34,7 @@ TWO_SMALL_WORKERS = [
     "trainer.epochs=2",
     "trainer.progress_bar=false",
     "dataset.synthetic_rows=3000",
+    "model.family=network",  # these test the cluster, not the family
 ]
 
 

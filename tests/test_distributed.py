@@ -18,9 +18,12 @@ pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.distributed]
 TWO = ["trainer.num_workers=2", "trainer.resources_per_worker={CPU:0.5}"]
 
 
-def run(run_dir, cache_dir, *overrides):
+def run(run_dir, cache_dir, *overrides, family: str | None = "network"):
+    """The trainers' runs train the network alone (the default's trees, fitted in the driver,
+    add a fit to each); family=None: the default."""
+    pinned = [f"model.family={family}"] if family else []
     return run_experiment(
-        run_dir, cache_dir, "backend=ray", "dataset.synthetic_rows=6000", *overrides
+        run_dir, cache_dir, "backend=ray", "dataset.synthetic_rows=6000", *pinned, *overrides
     )
 
 
@@ -32,7 +35,9 @@ def history(run_dir):
 
 @pytest.mark.parametrize("trainer", ["horovod", "ddp"])
 def test_two_workers_train_and_report_all_rows(tmp_path, cache_dir, trainer):
-    metrics = run(tmp_path / "run", cache_dir, f"trainer={trainer}", *TWO, "trainer.epochs=6")
+    metrics = run(
+        tmp_path / "run", cache_dir, f"trainer={trainer}", *TWO, "trainer.epochs=6", family=None
+    )
     assert metrics["test"]["label/roc_auc"] > 0.8
     report = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert report["training"]["epochs_run"] == 6
@@ -41,7 +46,9 @@ def test_two_workers_train_and_report_all_rows(tmp_path, cache_dir, trainer):
         "rank-0.json",
         "rank-1.json",
     ]
-    assert (tmp_path / "run" / "model" / "weights.pt").exists()
+    # The default on this table: the two workers' network, and trees fitted in the driver.
+    assert (tmp_path / "run" / "model" / "members" / "network" / "weights.pt").exists()
+    assert (tmp_path / "run" / "model" / "members" / "gbm" / "booster.txt").exists()
     if trainer == "horovod":  # CPU workers: a 2 ms cycle unless the driver's env says otherwise
         for rank in (0, 1):
             info = json.loads((tmp_path / "run" / "workers" / f"rank-{rank}.json").read_text())

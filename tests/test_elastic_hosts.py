@@ -150,6 +150,7 @@ def test_elastic_run_loses_a_worker_and_goes_on_with_fewer(tmp_path, two_hosts):
         "trainer.epochs=6",
         "trainer.early_stopping.patience=0",
         "trainer.progress_bar=false",
+        "model.family=network",  # elastic Horovod, not the family's fit
         "trainer.max_retries=0",
         "dataset.synthetic_rows=60000",
         timeout=600,

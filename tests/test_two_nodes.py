@@ -114,6 +114,7 @@ def two_workers(tmp_path, trainer: str, resources: str, *overrides: str):
         "dataset.synthetic_rows=3000",
         "trainer.epochs=1",
         "loader=local",
+        "model.family=network",  # where the workers go, not what the family adds
         *overrides,
     )
     return run_dir
@@ -198,6 +199,7 @@ def test_a_lost_node_costs_an_attempt_not_the_run(two_nodes, tmp_path, caplog, t
                 "trainer.epochs=12",
                 "trainer.early_stopping.patience=0",
                 "loader=local",
+                "model.family=network",  # the workers' recovery, not the family's fit
             )
         remover.join()
         assert removed, "the worker node was never removed"
