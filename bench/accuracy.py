@@ -51,10 +51,8 @@ VARIANTS = {
     "fp32": ["trainer.precision=32"],  # full-precision steps, where auto picks bf16
     # One network in full-precision steps: the default before the ensemble and bf16 steps.
     "single_fp32": ["model.family=network", "model.ensemble_size=1", "trainer.precision=32"],
-    "single": [
-        "model.family=network",
-        "model.ensemble_size=1",
-    ],  # no ensemble, whatever the table's size
+    # One network and no members, whatever the table's size.
+    "single": ["model.family=network", "model.ensemble_size=1"],
     "ens4": ["model.family=network", "model.ensemble_size=4"],
     "ens8": ["model.family=network", "model.ensemble_size=8"],
     "ens16": ["model.family=network", "model.ensemble_size=16"],

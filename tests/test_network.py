@@ -120,8 +120,6 @@ def test_auto_picks_the_ensemble_for_one_tree_output_up_to_ensemble_max_rows():
 
 
 def test_category_embeddings_take_their_own_width_and_a_feature_its_own():
-    from runner.config import FeatureConfig
-
     texts_and_categories = ModelConfig(embedding_size=16, category_embedding_size=4)
     assert texts_and_categories.embedding_of("color", category=True) == 4
     assert texts_and_categories.embedding_of("title") == 16  # texts keep model.embedding_size

@@ -37,6 +37,14 @@ def categorical_indices(layout: Layout) -> list[int]:
     return list(range(len(layout.numeric), len(layout.numeric) + len(layout.categories)))
 
 
+def tree_threads(num_threads: int | None) -> int:
+    """LightGBM's threads, training and predicting: model.gbm.num_threads, else torch's count,
+    the process's share of the node where Ray or the scoring pool set one (a trial's, a fold's
+    or an actor's OMP_NUM_THREADS), every core otherwise. LightGBM's own default is every core,
+    and OpenMP threads past a process's share spin against its neighbours'."""
+    return num_threads or torch.get_num_threads()
+
+
 class TreeModel:
     """A LightGBM booster behind the ScoringModel seam: its raw scores at the best iteration."""
 
@@ -60,9 +68,7 @@ class TreeModel:
     def predict(self, matrix: np.ndarray, **kind):
         """The booster on a feature matrix at its best iteration and thread count; `kind`:
         raw_score=True (the logits) or pred_contrib=True (TreeSHAP, command=explain)."""
-        # torch's count by default: the process's share where Ray or the scoring pool set it
-        # (LightGBM's own default, every core, oversubscribes a node's side-by-side actors).
-        options = {"num_threads": self.num_threads or torch.get_num_threads()}
+        options = {"num_threads": tree_threads(self.num_threads)}
         best = self.booster.best_iteration
         return self.booster.predict(
             matrix, num_iteration=best if best > 0 else None, **kind, **options

@@ -28,6 +28,7 @@ from runner.model.gbm import (
     categorical_indices,
     feature_matrix,
     feature_names,
+    tree_threads,
 )
 from runner.model.layout import Layout
 from runner.scoring.decoding import Decoders, compute_metrics, constant_logits
@@ -103,15 +104,6 @@ def _read(splits: Location, split: str, layout: Layout, rank: int = 0, size: int
     if size > 1:
         table = table.take(np.arange(rank, table.num_rows, size))
     return TensorTable.from_arrow(table, layout)
-
-
-def _threads(settings) -> int:
-    """model.gbm.num_threads, else torch's: the process's share of the node where Ray set one
-    (OMP_NUM_THREADS of a trial or a fold on Ray), every core otherwise: OpenMP threads past
-    the cores spin against each other's."""
-    import torch
-
-    return settings.num_threads or torch.get_num_threads()
 
 
 def fit_trees(
@@ -205,7 +197,7 @@ def _boost(splits, meta, model, trainer, rank=0, size=1, network=None, tables=No
         "bagging_fraction": settings.bagging_fraction,
         "bagging_freq": 1 if settings.bagging_fraction < 1 else 0,
         "lambda_l2": settings.lambda_l2,
-        "num_threads": _threads(settings) if network is None else 1,
+        "num_threads": tree_threads(settings.num_threads) if network is None else 1,
         "seed": trainer.seed,
         "deterministic": True,
         "verbosity": -1,
