@@ -38,16 +38,81 @@ def run_experiment(run_dir, cache_dir, *overrides: str) -> dict:
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 300):
-    """python run.py ... as a user runs it; returns the CompletedProcess."""
+    """python run.py ... as a user runs it, in a process of its own (forked from a process that
+    has Python's imports done: tests/warm_cli.py); returns the CompletedProcess."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), *args],
-        cwd=cwd or ROOT,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return _warm_cli().run(list(args), cwd or ROOT, full_env, timeout)
+
+
+class _WarmCli:
+    """The client of tests/warm_cli.py: one call at a time (a second call while one runs, from
+    another thread, gets a plain `python run.py`)."""
+
+    def __init__(self):
+        import queue
+        import threading
+
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "warm_cli.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        self.lock = threading.Lock()
+        self.replies: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        import json
+
+        for line in self.process.stdout:  # type: ignore[union-attr]
+            self.replies.put(json.loads(line))
+        self.replies.put({"returncode": None, "gone": True})
+
+    def run(self, args: list[str], cwd: Path, env: dict, timeout: float):
+        import json
+        import queue
+        import signal
+        import tempfile
+
+        command = [sys.executable, str(ROOT / "run.py"), *args]
+        if self.process.poll() is not None or not self.lock.acquire(blocking=False):
+            return subprocess.run(
+                command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+            )
+        try:
+            with tempfile.TemporaryDirectory(prefix="run-cli-") as folder:
+                out, err = Path(folder) / "stdout", Path(folder) / "stderr"
+                call = {"args": args, "cwd": str(cwd), "env": env}
+                self.process.stdin.write(  # type: ignore[union-attr]
+                    json.dumps({**call, "stdout": str(out), "stderr": str(err)}) + "\n"
+                )
+                self.process.stdin.flush()  # type: ignore[union-attr]
+                pid = self.replies.get(timeout=60)["pid"]
+                try:
+                    code = self.replies.get(timeout=timeout)["returncode"]
+                except queue.Empty:
+                    os.killpg(pid, signal.SIGKILL)
+                    self.replies.get(timeout=60)
+                    raise subprocess.TimeoutExpired(command, timeout) from None
+                return subprocess.CompletedProcess(
+                    command, code, out.read_text(errors="replace"), err.read_text(errors="replace")
+                )
+        finally:
+            self.lock.release()
+
+
+_WARM: list[_WarmCli] = []
+
+
+def _warm_cli() -> _WarmCli:
+    if not _WARM:
+        import atexit
+
+        _WARM.append(_WarmCli())
+        atexit.register(_WARM[0].process.kill)
+    return _WARM[0]
 
 
 def error_lines(result) -> list[str]:

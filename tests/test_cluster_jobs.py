@@ -207,6 +207,7 @@ def test_a_local_ray_starts_lean_and_stops_whole(worker_logs, capfd):
         node.start_log_monitor,
         node.start_raylet,
     )
+    before = {p.pid for p in psutil.Process().children(recursive=True)}  # not this Ray's
     runtime = RayRuntime(None, 1, None, None, 5.0, False, "127.0.0.1", free_port(), worker_logs)
     runtime.check()
     # Another Ray on the machine holds the dashboard agent's default port: this one's agent
@@ -241,7 +242,9 @@ def test_a_local_ray_starts_lean_and_stops_whole(worker_logs, capfd):
             return 42
 
         assert ray.get(ray.remote(shout).remote()) == 42
-        ray_processes = psutil.Process().children(recursive=True)
+        ray_processes = [
+            p for p in psutil.Process().children(recursive=True) if p.pid not in before
+        ]
         # The log monitor publishes what it tailed every 0.1-1 s: wait for the line where it
         # should come, and long enough to be sure where it should not.
         printed, deadline = "", time.monotonic() + (20 if worker_logs else 3)
@@ -268,6 +271,7 @@ def test_a_ray_started_in_a_thread_outlives_the_thread_and_stops_whole():
     def holders() -> list[threading.Thread]:
         return [t for t in threading.enumerate() if t.name == "ray-start"]
 
+    before = {p.pid for p in psutil.Process().children(recursive=True)}  # not this Ray's
     runtime = RayRuntime(None, 1, None, None, 5.0, False, "127.0.0.1", free_port(), False)
     runtime.start_in_background()
     assert holders()  # started while this thread goes on
@@ -276,7 +280,9 @@ def test_a_ray_started_in_a_thread_outlives_the_thread_and_stops_whole():
         time.sleep(2)  # long past the start: a thread that ended would have taken the GCS along
         assert ray.get(ray.remote(lambda: 41 + 1).remote(), timeout=60) == 42
         assert holders()
-        ray_processes = psutil.Process().children(recursive=True)
+        ray_processes = [
+            p for p in psutil.Process().children(recursive=True) if p.pid not in before
+        ]
     finally:
         runtime.stop()
     assert not holders() and not ray.is_initialized()
