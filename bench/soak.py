@@ -193,7 +193,8 @@ class Soak:
 
 def soak_figures(work, smoke: bool = False) -> dict:
     """The bench's section: command=serve with 2 replicas of half a CPU, two minutes of load
-    (3 clients; smoke: 5 s), then 30 s of load with a replica SIGKILLed 5 s in."""
+    (3 clients; smoke: 5 s), then 30 s of load with a replica SIGKILLed 5 s in (smoke: 15 s, 3 s
+    in: long enough for the replacement to be RUNNING)."""
     from bench.probe import replicas_running, until_ready
     from bench.serving import _rows, _train, served
 
@@ -203,6 +204,6 @@ def soak_figures(work, smoke: bool = False) -> dict:
         rows = _rows(2000)
         load = Soak(url, rows, clients=3).run(seconds=5 if smoke else 120)
         kill = Soak(url, rows, clients=3).run(
-            seconds=10 if smoke else 30, kill_at=3 if smoke else 5
+            seconds=15 if smoke else 30, kill_at=3 if smoke else 5
         )
     return {"two minutes of load": load, "a replica killed under load": kill}

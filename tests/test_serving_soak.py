@@ -1,5 +1,6 @@
-"""`python run.py command=serve` under sustained traffic, a replica SIGKILLed under load,
-and SIGTERM while requests are in flight: real processes, a real HTTP client."""
+"""`python run.py command=serve` with 2 replicas: its metrics over both, and SIGTERM while
+requests are in flight: real processes, a real HTTP client. Sustained load and a replica
+SIGKILLed under it are the bench's soak section, which tests/test_bench_smoke.py runs."""
 
 import json
 import signal
@@ -11,7 +12,6 @@ import requests
 from helpers import run_experiment, wait_until_serving
 
 from bench.probe import replicas_running, start_serve  # conftest puts bench/ on the path
-from bench.soak import Soak, replica_pids
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -43,20 +43,6 @@ def served(tmp_path_factory):
     if process.poll() is None:
         process.kill()
         process.communicate()
-
-
-def test_sustained_traffic_gets_no_5xx_and_both_replicas_are_watched(served):
-    """12 s of three clients: every request answered. The memory of the replicas over longer
-    load is the bench's figure (`nox -s bench -- --only soak`), not a test's budget."""
-    _, url, rows = served
-    result = Soak(url, rows, clients=3).run(seconds=12)
-    assert result["requests"] > 50, result
-    assert result["answers_5xx"] == 0 and result["no_answer"] == 0, result
-    assert result["failed_after_retries"] == 0, result
-    assert result["per_minute"] and all(m["p99_ms"] > 0 for m in result["per_minute"].values())
-    firsts = sorted(k for k in result if k.endswith("_first_10s"))
-    assert len(firsts) == 2, result  # both replicas sampled from the start
-    assert all(result[k.replace("_first_10s", "_last_10s")] > 0 for k in firsts), result
 
 
 def test_metrics_count_a_known_burst_over_both_replicas(served):
@@ -93,19 +79,6 @@ def test_metrics_count_a_known_burst_over_both_replicas(served):
     loads = [k for k in after if k[0] == "runner_model_load_seconds"]
     assert len(loads) == 2 and all(after[k] > 0 for k in loads)  # both replicas reported
     assert [k for k in after if k[0] == "runner_model_info"]
-
-
-def test_a_replica_killed_under_load_is_replaced_and_retries_succeed(served):
-    _, url, rows = served
-    before = replica_pids()
-    assert len(before) == 2
-    result = Soak(url, rows, clients=3).run(seconds=30, kill_at=5)
-    assert result["failed_after_retries"] == 0, result  # clients that retry succeed
-    assert result["failed_more_than_once"] == 0, result  # in flight: failed at most once
-    assert result["recovered_after_s"] is not None, result  # /health showed it, then 2 RUNNING
-    after = replica_pids()
-    assert len(after) == 2 and set(after) != set(before)  # a new process took the dead one's place
-    assert requests.get(f"{url}/health", timeout=10).json()["replicas"] == {"RUNNING": 2}
 
 
 def test_sigterm_drains_the_requests_in_flight(served):
