@@ -239,11 +239,12 @@ def _files(directory: Path) -> dict[str, int]:
 
 
 def _kill_session(process: subprocess.Popen) -> None:
-    """SIGKILL the sweep's driver; its local Ray goes with it (fate sharing), and whatever
-    of its process group is left after 30 s is killed too."""
+    """SIGKILL the sweep's driver; its local Ray's raylet and GCS go with it (fate sharing),
+    and whatever of its process group is left after 5 s is killed too (Ray's dashboard and
+    runtime-env agents outlived the raylet by more than 30 s here)."""
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         try:
             os.killpg(process.pid, 0)
