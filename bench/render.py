@@ -325,6 +325,19 @@ TABLE: tuple[Each | Callable[[dict], Iterable[Cells]], ...] = (
     ),
     Each("startup", (Row("`python run.py --help`", "help_seconds", unit="s", size="-"),)),
     Each(
+        "start-up tricks",
+        (
+            Row(
+                "start-up trick `{key}` ({what}): {figure}, with it vs without",
+                "with_seconds",
+                "without_seconds",
+                target="saves > 0.3 s",
+                unit="s",
+                size="-",
+            ),
+        ),
+    ),
+    Each(
         "scaling",
         (
             *(

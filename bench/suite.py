@@ -565,7 +565,13 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def startup_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
+    """`--help`'s wall, and what each trick of runner/fast_start.py saves."""
+    from bench.startup_tricks import trick_figures
+
     suite.startup()
+    suite.figures["sections"].pop("start-up tricks", None)
+    for trick, figures in trick_figures(work, smoke).items():
+        suite.record("start-up tricks", trick, figures)
 
 
 def local_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:

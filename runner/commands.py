@@ -40,7 +40,9 @@ def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
     """Runs cfg.command; returns its metrics (empty for preprocess)."""
     from runner.backends.early import abandon, start_ray_early
     from runner.config import check_config
+    from runner.fast_start import tricks_off
 
+    tricks_off()  # a misspelt RUNNER_TRICKS_OFF fails here, before anything starts
     settings = check_config(cfg)
     if settings.k_fold:
         from runner.folds import cross_validate
@@ -212,19 +214,7 @@ def _run_tags(run: Run) -> dict[str, str]:
 
 
 def _preprocess_and_train(run: Run, figures, trackers):
-    """Preprocesses, then trains; training in this process has its imports warmed meanwhile
-    (a Horovod worker warms its own during its rendezvous)."""
-    from runner.training.optimization import warm_up
-
-    warm = None if run.trainer.distributed else warm_up(run.settings.model.family)
-    try:
-        pre = _preprocess(run)
-    finally:
-        # Also when preprocessing fails: a process that exits while this thread is inside
-        # torch's import aborts in C++ ("terminate called without an active exception",
-        # exit -6) instead of leaving with its one error line and exit 2.
-        if warm is not None:
-            warm.join()
+    pre = _preprocess(run)
     return pre, _train(run, pre, figures, trackers)
 
 

@@ -11,7 +11,6 @@ backends imports them.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import logging
 import math
 import os
@@ -21,10 +20,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from runner.errors import UserError
-from runner.ports import free_ports
+from runner.fast_start import lean_local_ray, quiet_ray_data, shutdown
 
 log = logging.getLogger(__name__)
 CURRENT_CLUSTER_FILE = "/tmp/ray/ray_current_cluster"
@@ -256,7 +254,7 @@ class RayRuntime:
             # "local": Ray would otherwise attach to whatever cluster `ray start` left running
             # here (its address file), ignoring num_cpus; null means a Ray of this run's own.
             quiet_token_notice()
-            with lean_local_ray(ray, dashboard=self.dashboard, worker_logs=self.worker_logs):
+            with lean_local_ray(ray, dashboard=self.dashboard):
                 context = ray.init(
                     address="local",
                     # Whole numbers: the config checks num_cpus and num_gpus, _local_cpus rounds up.
@@ -337,102 +335,6 @@ def quiet_token_notice() -> None:
     logging.getLogger("ray._private.authentication.authentication_token_setup").addFilter(
         _TOKEN_NOTICE
     )
-
-
-@contextlib.contextmanager
-def lean_local_ray(ray, dashboard: bool, worker_logs: bool):
-    """Starts a local Ray without the head processes nothing of a run's uses.
-
-    - The API server, when the dashboard is off: with include_dashboard=False, Ray 2.60 still
-      starts the dashboard's head process, loaded with nothing but its usage-stats module, and
-      ray.init polls until it has published its URL (1.2-1.4 s of the 2.6-4 s start profiled
-      here). Nothing a run does talks to it (no dashboard, no job server in a Ray of its own).
-    - The log monitor and the autoscaler monitor, when workers' logs are not forwarded
-      (log_to_driver=False): the log monitor tails the workers' log files only to publish them
-      to the driver (0.7 s of CPU at the start); a local Ray has no cluster config, so the
-      autoscaler monitor has nothing to scale (0.6 s of CPU, and it made ray.shutdown() wait:
-      see shutdown below). Its one message for a run, that no node can ever hold a request
-      (a GPU on a machine without one), reaches the driver through the log monitor, so where
-      workers' logs are forwarded both stay; the autoscaler monitor also stays with the
-      dashboard, whose cluster status (as `ray status`'s report) it writes.
-    - Not a process but a wait: Ray's dashboard agent listens on a fixed port (52365), taken
-      whenever another Ray runs on the machine (a `ray start` cluster, another run); the agent
-      then retries it for 3.4 s before giving up, and the raylet waits for it (measured: Ray's
-      start 6.6-7.7 s beside a `ray start` cluster, 3.6-4.8 s without). The agent gets a port
-      that is free now instead; it registers whichever it has, so the dashboard still finds it.
-    Each is a method of Ray's private Node class, set aside (or, for the port, wrapped) for this
-    one start; where one is missing, Ray starts as usual (listed in runner/compat.py, whose test
-    checks them on every upgrade). Attaching to a cluster starts no processes: nothing changes.
-    """
-    node_class = getattr(getattr(getattr(ray, "_private", None), "node", None), "Node", None)
-    skipped = {
-        "start_api_server": not dashboard,
-        "start_monitor": not worker_logs and not dashboard,
-        "start_log_monitor": not worker_logs,
-    }
-    originals = {
-        name: getattr(node_class, name)
-        for name, skip in skipped.items()
-        if skip and hasattr(node_class, name)
-    }
-    for name in originals:
-        setattr(node_class, name, lambda self, **kwargs: None)
-    start_raylet = getattr(node_class, "start_raylet", None)
-    default_port = getattr(
-        getattr(getattr(ray, "_private", None), "ray_constants", None),
-        "DEFAULT_DASHBOARD_AGENT_LISTEN_PORT",
-        None,
-    )
-    if start_raylet is not None and default_port is not None:
-        originals["start_raylet"] = start_raylet
-
-        def with_a_free_agent_port(self, *args, **kwargs):
-            params: Any = getattr(self, "_ray_params", None)
-            if getattr(params, "dashboard_agent_listen_port", None) == default_port:
-                # Free on every interface: the agent listens on the node's address.
-                params.dashboard_agent_listen_port = free_ports(1)[0]
-            return start_raylet(self, *args, **kwargs)
-
-        setattr(node_class, "start_raylet", with_a_free_agent_port)  # noqa: B010
-    try:
-        yield
-    finally:
-        for name, original in originals.items():
-            setattr(node_class, name, original)
-
-
-def shutdown(ray) -> None:
-    """ray.shutdown(), which disconnects from an attached cluster and stops a Ray this process
-    started, without waiting on the latter's autoscaler monitor.
-
-    Ray 2.60 stops the GCS before the monitor, whose SIGTERM handler then tries to tell the
-    GCS and hangs until shutdown's one-second grace runs out: 1.0 of the 1.35 s that
-    ray.shutdown() took here (profiled). A local Ray has nothing for it to scale, so it
-    goes first, at once. Only a Ray this process started lists the monitor among its own
-    processes (Ray's private node handle: where it is missing, shutdown is as before; listed in
-    runner/compat.py), and one started through lean_local_ray has none, unless an upgrade
-    removed the method that skips it.
-    """
-    node = getattr(getattr(ray, "_private", None), "worker", None)
-    node = getattr(node, "_global_node", None)
-    for info in getattr(node, "all_processes", {}).get("monitor", []):
-        try:
-            info.process.kill()
-            info.process.wait(timeout=1)
-        except Exception:  # already gone, or not ours to wait for: shutdown copes
-            pass
-    ray.shutdown()
-
-
-def quiet_ray_data() -> None:
-    """Ray Data logs every execution at INFO and draws progress bars; the run's own log says
-    enough. Ray Data is not imported for this (0.55 s here, and many runs never use it): its
-    context reads the variable when it is first imported."""
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
-    if "ray.data" in sys.modules:
-        sys.modules["ray.data"].DataContext.get_current().enable_progress_bars = False
-    else:
-        os.environ.setdefault("RAY_DATA_DISABLE_PROGRESS_BARS", "1")
 
 
 _ACTIVE: RayRuntime | None = None  # the runtime of the command in progress (set by the Ray backend)

@@ -38,6 +38,7 @@ def test_every_figure_is_produced(tmp_path):
     figures = json.loads((out / "figures.json").read_text())["sections"]
     expected = {
         "startup",
+        "start-up tricks",
         "floor",
         "preprocessing pandas",
         "preprocessing arrow",
@@ -59,6 +60,10 @@ def test_every_figure_is_produced(tmp_path):
     }
     assert expected <= set(figures), sorted(figures)
     size = "2k"
+    # Each start-up probe once (a Ray's start and stop, Ray Data's switch, a whole run).
+    for trick in ("api_server", "ray_data_unimported", "no_teardown"):
+        entry = figures["start-up tricks"][trick]
+        assert entry["with_seconds"] > 0 and entry["without_seconds"] > 0, entry
     assert figures["floor"][size]["prep_rows_per_second"] > 0
     for processor in ("pandas", "arrow", "dask", "modin"):
         pre = figures[f"preprocessing {processor}"][size]
@@ -128,6 +133,7 @@ def test_every_figure_is_produced(tmp_path):
         "sweep of 3 trials",
         "tune sweep of 2 trials: ASHA vs no scheduler",
         "`python run.py --help`",
+        "start-up trick `api_server`",
         "serve: single-row latency p99",
         "serve: batch rows/s, 2 replicas vs 1",
         "fp16 gradient compression vs none",

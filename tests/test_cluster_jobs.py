@@ -189,24 +189,24 @@ def test_dashboard_key(tmp_path):
     assert "ray dashboard:" not in default.stdout + default.stderr
 
 
-@pytest.mark.parametrize("worker_logs", [False, True], ids=["logs-off", "logs-to-driver"])
-def test_a_local_ray_starts_lean_and_stops_whole(worker_logs, capfd):
-    """A run's own Ray starts no dashboard head (dashboard off), and its log monitor and
-    autoscaler monitor only where workers' logs go to the driver (Ray's methods are put back
-    afterwards); it still runs tasks, forwards a worker's print exactly when asked to, and
-    stop() leaves none of its processes behind."""
+@pytest.mark.parametrize(
+    "worker_logs, tricks_off",
+    [(False, ""), (True, ""), (False, "api_server,monitor_first")],
+    ids=["logs-off", "logs-to-driver", "tricks-off"],
+)
+def test_a_local_ray_starts_lean_and_stops_whole(worker_logs, tricks_off, capfd, monkeypatch):
+    """A run's own Ray starts no dashboard head (dashboard off; Ray's methods are put back
+    afterwards); RUNNER_TRICKS_OFF gives Ray's own start back. It still runs tasks, forwards a
+    worker's print exactly when asked to, and stop() leaves none of its processes behind."""
     import psutil
     import ray
 
     from runner.runtime import RayRuntime
 
     node = ray._private.node.Node
-    originals = (
-        node.start_api_server,
-        node.start_monitor,
-        node.start_log_monitor,
-        node.start_raylet,
-    )
+    originals = (node.start_api_server, node.start_raylet)
+    monkeypatch.setenv("RUNNER_TRICKS_OFF", tricks_off)
+    lean = not tricks_off
     before = {p.pid for p in psutil.Process().children(recursive=True)}  # not this Ray's
     runtime = RayRuntime(None, 1, None, None, 5.0, False, "127.0.0.1", free_port(), worker_logs)
     runtime.check()
@@ -222,20 +222,14 @@ def test_a_local_ray_starts_lean_and_stops_whole(worker_logs, capfd):
     finally:
         taken.close()
     try:
-        assert (
-            node.start_api_server,
-            node.start_monitor,
-            node.start_log_monitor,
-            node.start_raylet,
-        ) == originals
+        assert (node.start_api_server, node.start_raylet) == originals
         session = Path(ray._private.worker._global_node.get_session_dir_path())
         agent_log = (session / "logs" / "dashboard_agent.log").read_text()
         assert "Failed to bind" not in agent_log, agent_log[-2000:]
         commands = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
         assert any("raylet" in c for c in commands), commands
-        assert not any("dashboard/dashboard.py" in c for c in commands), commands
-        assert any("autoscaler/_private/monitor.py" in c for c in commands) == worker_logs
-        assert any("log_monitor.py" in c for c in commands) == worker_logs, commands
+        assert any("dashboard/dashboard.py" in c for c in commands) != lean, commands
+        assert any("autoscaler/_private/monitor.py" in c for c in commands), commands
 
         def shout() -> int:
             print("a line from the worker", flush=True)

@@ -21,7 +21,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf
 
-from runner import runtime
+from runner import fast_start, runtime
 from runner.sweeps.tracking import tracked_sweep
 
 log = logging.getLogger(__name__)
@@ -124,16 +124,12 @@ class RayTrialLauncherBase(Launcher):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         if not ray.is_initialized():
-            with runtime.lean_local_ray(
-                ray,
-                dashboard=bool(init.get("include_dashboard")),
-                worker_logs=init.get("log_to_driver", True) is not False,
-            ):
+            with fast_start.lean_local_ray(ray, dashboard=bool(init.get("include_dashboard"))):
                 start_ray(OmegaConf.create(init))
             if init["address"] == "local":
                 # Before Ray's own exit hook (hooks run last-registered first): the sweep's
                 # Ray stops without waiting on its autoscaler monitor or Ray's exit sleep.
-                atexit.register(runtime.shutdown, ray)
+                atexit.register(fast_start.shutdown, ray)
         configs = []
         for i, overrides in enumerate(job_overrides):
             sweep_config = self.hydra_context.config_loader.load_sweep_config(

@@ -16,19 +16,14 @@ from runner.training.base import JobFactory
 from runner.training.follow import log_dir
 from runner.training.job import TrainingJob, TrainingResult
 from runner.training.loop import run_training
-from runner.training.optimization import warm_up
 from runner.training.trainers import DistributedTrainer, WorkerLost, collect, local_gpu
 
 
 def _horovod_worker(job: TrainingJob, elastic: bool = False) -> TrainingResult | None:
-    import horovod.torch  # noqa: F401  (before the warm-up thread: one importer at a time)
-
     from runner.training.strategies import ElasticHorovodStrategy, HorovodStrategy
 
     kind = ElasticHorovodStrategy if elastic else HorovodStrategy
-    warm = warm_up()  # overlaps Horovod's rendezvous with the other workers
     strategy = kind(use_gpu=job.use_gpu, compression=job.settings.compression)
-    warm.join()
     worker_setup.log_to_file(log_dir(job.settings.logdir, job.run_dir), strategy.rank)
     result = run_training(job, strategy)
     return result if strategy.is_main else None

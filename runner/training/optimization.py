@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import threading
 
 import torch
 
@@ -12,37 +11,6 @@ from runner.model.layout import Layout
 
 OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 FUSED = ("adamw", "adam")  # optimizers with a fused implementation on CPU and CUDA
-
-
-# What each model family's training imports first, lazily: the first optimizer's
-# torch._dynamo (about 1 s on these machines, profiled); LightGBM, which imports scikit-learn
-# and SciPy (1.5-2 s, profiled with -X importtime).
-WARM_UP = {
-    "network": ("torch._dynamo",),
-    "gbm": ("lightgbm",),
-    "ensemble": ("torch._dynamo", "lightgbm"),
-    "auto": ("torch._dynamo", "lightgbm"),
-}
-
-
-def warm_up(family: str = "network") -> threading.Thread:
-    """Starts importing what training imports first in a thread (WARM_UP), so that it
-    overlaps a wait (preprocessing, Ray's start, Horovod's rendezvous). Join it before training
-    starts: what the other thread imports meanwhile (Ray, the processors, Horovod's init) shares
-    with these only modules that are loaded already. A failure here is training's to report."""
-
-    def load() -> None:
-        import importlib
-
-        for name in WARM_UP[family]:
-            try:
-                importlib.import_module(name)
-            except Exception:
-                pass
-
-    thread = threading.Thread(target=load, name="warm-up", daemon=True)
-    thread.start()
-    return thread
 
 
 def make_optimizer(settings: TrainerConfig, params) -> torch.optim.Optimizer:
