@@ -1,5 +1,5 @@
 """GET /metrics' counting and text (runner/serving/metrics.py), read back with Prometheus'
-own text parser; the served end to end is in test_serving_soak.py (two replicas)."""
+own text parser; the served end to end is in test_serving_replicas.py (two replicas)."""
 
 import json
 
