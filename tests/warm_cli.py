@@ -63,12 +63,13 @@ def run_child(call: dict) -> None:
         os.dup2(target, fd)
         os.close(target)
     os.chdir(call["cwd"])
+    sys.argv = [str(ROOT / "run.py"), *call["args"]]
+    # As `python run.py` with this call's environment has it: the script's folder, then the
+    # call's PYTHONPATH, then the rest (neither this process's PYTHONPATH nor tests/).
+    own = {str(ROOT), str(Path(__file__).resolve().parent), *_entries(os.environ)}
     os.environ.clear()
     os.environ.update(call["env"])
-    sys.argv = [str(ROOT / "run.py"), *call["args"]]
-    here = str(Path(__file__).resolve().parent)
-    # As `python run.py` has it: the script's folder first, no tests/.
-    sys.path[:] = [str(ROOT), *(p for p in sys.path if p not in (str(ROOT), here))]
+    sys.path[:] = [str(ROOT), *_entries(call["env"]), *(p for p in sys.path if p not in own)]
     code = 0
     try:
         runpy.run_path(str(ROOT / "run.py"), run_name="__main__")
@@ -91,6 +92,10 @@ def run_child(call: dict) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _entries(env) -> list[str]:
+    return [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
 if __name__ == "__main__":
