@@ -1,7 +1,7 @@
 """`python run.py ...` for the tests, without paying Python's imports on every call.
 
 A test suite runs the CLI about a hundred times, and each call spent 2-3 s importing torch,
-pandas, pyarrow and Hydra before reading its arguments. This process imports them once, then
+pandas, pyarrow, Hydra, scikit-learn and LightGBM before reading its arguments. This process imports them once, then
 for each call forks a child that runs run.py as `python run.py` does (runpy, as __main__,
 with the call's argv, cwd, environment and its own stdout/stderr files) and exits with its
 status. The child is a real process of its own: exit codes, stderr, atexit hooks, Ray and
@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# What every run imports before it reads its arguments (-X importtime on run.py). Nothing
-# here starts a thread or initializes OpenMP: a fork after it is safe.
+# What a run imports first (-X importtime on run.py). None of it runs OpenMP or any work on a
+# thread before the fork; OpenBLAS's idle pool threads are re-made by its own fork handler.
 WARM = (
     "numpy",
     "pandas",
