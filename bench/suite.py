@@ -637,20 +637,16 @@ def families_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     (model=gbm) and their ensemble, each trained as its default trains (the network's epochs
     and early stopping, not the 3 epochs of the sections above: the budget names the network
     default's wall), interleaved twice; the best wall of each counts."""
+    from runner.config import EarlyStoppingConfig, TrainerConfig
+
     rows = 2000 if smoke else 1_000_000
     data = synthetic_csv(work, rows)
     suite.figures["sections"].pop("families", None)
-    from runner.config import EarlyStoppingConfig, TrainerConfig
-
     default = [
         f"trainer.epochs={TrainerConfig.epochs}",
         f"trainer.early_stopping.patience={EarlyStoppingConfig.patience}",
     ]
-    families = {
-        "network": ["model.family=network", *default],
-        "gbm": ["model.family=gbm", *default],
-        "ensemble": ["model.family=ensemble", *default],
-    }
+    families = {name: [f"model.family={name}", *default] for name in ("network", "gbm", "ensemble")}
     for _ in range(1 if smoke else 2):
         for name, extra in families.items():
             suite.experiment(data, rows, "local", 3, extra, section=f"family {name}")

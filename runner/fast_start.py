@@ -61,14 +61,10 @@ def lean_local_ray(ray, dashboard: bool):
       free now; it registers whichever it has, so a dashboard still finds it.
     """
     node_class = getattr(getattr(getattr(ray, "_private", None), "node", None), "Node", None)
-    skipped = {"start_api_server": not dashboard and enabled("api_server")}
-    originals = {
-        name: getattr(node_class, name)
-        for name, skip in skipped.items()
-        if skip and hasattr(node_class, name)
-    }
-    for name in originals:
-        setattr(node_class, name, lambda self, **kwargs: None)
+    originals = {}
+    if not dashboard and enabled("api_server") and hasattr(node_class, "start_api_server"):
+        originals["start_api_server"] = getattr(node_class, "start_api_server")  # noqa: B009
+        setattr(node_class, "start_api_server", lambda self, **kwargs: None)  # noqa: B010
     start_raylet = getattr(node_class, "start_raylet", None)
     default_port = getattr(
         getattr(getattr(ray, "_private", None), "ray_constants", None),
@@ -132,6 +128,11 @@ def exit_without_teardown(code: int = 0) -> None:
     threads, then the atexit hooks (logging's flush and close, Ray's and Horovod's shutdown)."""
     if not enabled("no_teardown"):
         sys.exit(code)
+    exit_now(code)
+
+
+def exit_now(code: int) -> None:
+    """The exit of exit_without_teardown, whatever RUNNER_TRICKS_OFF says."""
     import atexit
 
     threading._shutdown()  # type: ignore[attr-defined]  # what Py_Finalize calls first

@@ -84,14 +84,9 @@ def run_child(call: dict) -> None:
         code = 1
     # The interpreter's exit, less freeing every module's objects (torch's and pandas' are
     # loaded here, where a failing `python run.py` may not have imported them yet).
-    import atexit
-    import threading
+    from runner.fast_start import exit_now
 
-    threading._shutdown()  # type: ignore[attr-defined]
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(code)
 
 
 def _entries(env) -> list[str]:
