@@ -235,6 +235,11 @@ class ModelConfig:
     # The largest training split auto ensembles (the family and the members): an ensemble's
     # cost is a multiple of one model's, and the suite measures its gain up to 41k rows only.
     ensemble_max_rows: int = 50_000
+    # The ensemble trains its network and its trees at once (each on a share of the cores,
+    # runner/training/families.py) from this many training rows; below, one after the other:
+    # there the trees take a second or two and the network's lost core costs more than the
+    # overlap saves (docs/accuracy.md). 0: always; null: never.
+    ensemble_side_by_side_rows: int | None = 50_000
 
     def __post_init__(self):
         _one_of(self.family, ("auto", *MODEL_FAMILIES), "model.family")
@@ -292,6 +297,12 @@ class ModelConfig:
             "model.ensemble_size",
             "at least 1, or null (auto)",
             self.ensemble_size,
+        )
+        _require(
+            self.ensemble_side_by_side_rows is None or self.ensemble_side_by_side_rows >= 0,
+            "model.ensemble_side_by_side_rows",
+            "0 or more (0: always), or null (never)",
+            self.ensemble_side_by_side_rows,
         )
         if (self.ensemble_size or 1) > 1 and self.combiner == "transformer":
             raise UserError(

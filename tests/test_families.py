@@ -3,15 +3,19 @@ network and the trees (model=ensemble) through experiment, predict, evaluate, ex
 Python Predictor, the Ray actor pool and HTTP serving; the one scoring path decodes them all."""
 
 import json
+import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import requests
+import torch
 from helpers import MIXED_MODEL, error_lines, free_port, mixed_table, run_cli, run_experiment
 
 from runner import Predictor
+from runner.config import ModelConfig
 from runner.errors import UserError
 from runner.model.artifact import SavedModel
 from runner.model.ensemble import EnsembleModel
@@ -165,6 +169,69 @@ def test_the_ensemble_is_weighted_on_validation_and_no_worse_than_a_member(data,
         averaged = spec.head.to_space(scored.logits["good"])
         losses[name] = spec.head.selection_loss(averaged, scored.targets["good"])
     assert losses["ensemble"] <= min(losses["network"], losses["gbm"]) + 1e-9
+
+
+def test_the_members_train_side_by_side_into_the_same_ensemble(data, ensemble, caplog):
+    """From model.ensemble_side_by_side_rows training rows (0 here; the default's 50,000 keep
+    this table one after the other), the network and the trees train at once, each on a share
+    of the cores, into the ensemble they make one after the other."""
+    run_dir, metrics = ensemble
+    caplog.set_level("INFO", logger="runner.training.families")
+    side_dir, side = trained(
+        data, "ensemble-side", "ensemble", "good", "model.ensemble_side_by_side_rows=0"
+    )
+    cores = torch.get_num_threads()
+    network, trees = cores - cores // 2, cores // 2
+    expected = f"the network ({network} threads) and the trees ({trees}) train side by side"
+    assert expected in caplog.text
+    local = SimpleNamespace(distributed=False, settings=SimpleNamespace(num_threads=None))
+    assert families._thread_split(ModelConfig(), local, 2000) is None  # the fixture's table
+    assert families._thread_split(ModelConfig(), local, 50_000) == (network, trees)
+    assert side["test"] == metrics["test"]
+    weights = [
+        json.loads((d / "metrics.json").read_text())["training"]["ensemble_weights"]
+        for d in (side_dir, run_dir)
+    ]
+    assert weights[0] == weights[1]
+
+    def booster(directory):  # its text but the thread count it was trained with
+        text = (directory / "model" / "members" / "gbm" / "booster.txt").read_text()
+        return [line for line in text.splitlines() if "num_threads" not in line]
+
+    assert booster(side_dir) == booster(run_dir)
+
+
+def test_a_network_that_fails_stops_the_trees_training_beside_it():
+    import lightgbm
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2000, 4))
+    rounds: list = []
+
+    def fit_trees(threads, stop):
+        params = {"objective": "binary", "num_threads": threads, "verbosity": -1}
+        track = lambda env: rounds.append(env.iteration)  # noqa: E731
+        try:
+            lightgbm.train(
+                params,
+                lightgbm.Dataset(x, x[:, 0] > 0),
+                num_boost_round=1_000_000,
+                callbacks=[track, families._StopWhenSet(stop)],
+            )
+        except families._Stopped:
+            rounds.append("stopped")
+            raise
+
+    def fit_network():
+        while not rounds:  # the trees are boosting
+            threading.Event().wait(0.01)
+        raise RuntimeError("the network failed")
+
+    threads = torch.get_num_threads()
+    with pytest.raises(RuntimeError, match="the network failed"):
+        families._side_by_side(fit_network, fit_trees, 1, 1)
+    assert rounds[-1] == "stopped" and len(rounds) < 1_000_000
+    assert torch.get_num_threads() == threads
 
 
 def explained(data, model_dir, name: str, *overrides) -> pd.DataFrame:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from runner.config import ModelConfig, TrainerConfig
 from runner.errors import UserError
@@ -54,18 +56,106 @@ def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, tr
                 "use model.family=network or ensemble"
             )
         return fit_trees(splits, meta, model, trainer.settings, _tree_workers(trainer, backend))
-    network = fit_network()
-    if network is None:  # under horovodrun, the ranks other than 0
-        return None
     if not tree_inputs(layout):
+        network = fit_network()
+        if network is None:  # under horovodrun, the ranks other than 0
+            return None
         log.info(
             "ensemble: the network alone (no input trees can split on: %s)", _no_tree_inputs(layout)
         )
         alone = EnsembleModel({"network": network.model}, {"network": 1.0}, layout)
         return replace(network, model=alone, family={"ensemble_weights": {"network": 1.0}})
+    split = _thread_split(model, trainer, layout.train_rows)
+    if split is None:
+        network = fit_network()
+        if network is None:
+            return None
+        tables = _read(splits, "train", layout), _read(splits, "validation", layout)
+        trees = fit_trees(splits, meta, model, trainer.settings, (1, {}), tables, scored=False)
+        return combine(network, trees, tables, meta, model)
+    started = time.perf_counter()
     tables = _read(splits, "train", layout), _read(splits, "validation", layout)
-    trees = fit_trees(splits, meta, model, trainer.settings, (1, {}), tables, scored=False)
-    return combine(network, trees, tables, meta, model)
+    network, trees = _side_by_side(
+        fit_network,
+        lambda threads, stop: fit_trees(
+            splits, meta, model, trainer.settings, (1, {}), tables, False, threads, stop
+        ),
+        *split,
+    )
+    return combine(network, trees, tables, meta, model, time.perf_counter() - started)
+
+
+def _thread_split(model: ModelConfig, trainer, train_rows: int | None) -> tuple[int, int] | None:
+    """(network threads, tree threads) when the ensemble's members train side by side: from
+    model.ensemble_side_by_side_rows training rows, with the network in this process (the
+    local trainer) and at least two cores in the process's share (torch's count: Ray's, a
+    trial's or the scoring pool's OMP_NUM_THREADS where one is set). The trees get half
+    unless model.gbm.num_threads says, the network the rest unless trainer.num_threads says.
+    None: one after the other, each on every core."""
+    least = model.ensemble_side_by_side_rows
+    cores = torch.get_num_threads()
+    if least is None or (train_rows or 0) < least or trainer.distributed or cores < 2:
+        return None
+    trees = model.gbm.num_threads or cores // 2
+    return trainer.settings.num_threads or max(1, cores - trees), trees
+
+
+def _side_by_side(fit_network, fit_trees_on, network_threads: int, tree_threads: int):
+    """(network's, trees') TrainingResults, trained at once: the trees in a thread (LightGBM
+    releases the GIL while it boosts) on `tree_threads`, the network here on the rest. The
+    network gains little from its last cores and the trees nearly their count, so the two
+    overlap for less than they add up to. The trees keep their thread count to the end: a
+    booster's reset_parameter half-way changed the trees after it (tried), and LightGBM sets
+    OpenMP's count again on every call."""
+    import lightgbm  # noqa: F401  (imported in the thread, it would hold the network's start)
+
+    stop = threading.Event()
+    outcome: dict = {}
+
+    def trees() -> None:
+        try:
+            outcome["trees"] = fit_trees_on(tree_threads, stop)
+        except BaseException as error:  # raised here once the network is done
+            outcome["error"] = error
+
+    log.info(
+        "ensemble: the network (%d threads) and the trees (%d) train side by side "
+        "(model.ensemble_side_by_side_rows)",
+        network_threads,
+        tree_threads,
+    )
+    cores = torch.get_num_threads()
+    thread = threading.Thread(target=trees, name="ensemble-trees", daemon=True)
+    thread.start()
+    torch.set_num_threads(network_threads)  # the local trainer keeps it (trainer.num_threads)
+    try:
+        network = fit_network()
+    except BaseException:
+        stop.set()
+        thread.join()
+        raise
+    finally:
+        torch.set_num_threads(cores)
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return network, outcome["trees"]
+
+
+class _Stopped(Exception):
+    """The trees' thread was told to stop (the network's training failed)."""
+
+
+class _StopWhenSet:
+    """A LightGBM callback that ends boosting with _Stopped once `event` is set."""
+
+    def __init__(self, event: threading.Event):
+        self.order = 10  # before anything records the round
+        self.event = event
+
+    def __call__(self, env) -> None:
+        if self.event.is_set():
+            raise _Stopped
 
 
 def tree_inputs(layout: Layout) -> int:
@@ -114,11 +204,14 @@ def fit_trees(
     workers: tuple[int, dict] = (1, {}),
     tables: tuple[TensorTable, TensorTable] | None = None,
     scored: bool = True,
+    threads: int | None = None,
+    stop: threading.Event | None = None,
 ) -> TrainingResult:
     """One booster on the training split, early-stopped on the validation split: here, or
     data-parallel on Ray Train's LightGBMTrainer with `workers` = (count, resources each).
     `scored`: with its train and validation metrics (an ensemble's member goes without: the
-    ensemble's own are what count)."""
+    ensemble's own are what count). `threads`, `stop`: an ensemble's trees training beside its
+    network (their thread count; the event that ends them)."""
     started = time.perf_counter()
     layout = Layout.from_meta(meta, model)
     check_tree_outputs(layout, model.family)
@@ -135,7 +228,9 @@ def fit_trees(
         )
         booster, evals, fit_seconds = _fit_on_ray(splits, meta, model, trainer, count, resources)
     else:
-        booster, evals, fit_seconds = _boost(splits, meta, model, trainer, tables=tables)
+        booster, evals, fit_seconds = _boost(
+            splits, meta, model, trainer, tables=tables, threads=threads, stop=stop
+        )
     run = len(next(iter(evals.get("validation", {}).values()), [])) or model.gbm.num_boost_round
     rounds = booster.best_iteration if booster.best_iteration > 0 else run
     log.info(
@@ -158,10 +253,12 @@ def fit_trees(
     return result
 
 
-def _boost(splits, meta, model, trainer, rank=0, size=1, network=None, tables=None):
+def _boost(
+    splits, meta, model, trainer, rank=0, size=1, network=None, tables=None, threads=None, stop=None
+):
     """lightgbm.train on this worker's rows (every size-th from rank), or on `tables` (train,
     validation) already read: (booster, the losses of each round, seconds). `network`:
-    LightGBM's distributed settings (Ray Train's)."""
+    LightGBM's distributed settings (Ray Train's); `threads`, `stop`: fit_trees'."""
     import lightgbm as lgb
 
     layout = Layout.from_meta(meta, model)
@@ -197,7 +294,7 @@ def _boost(splits, meta, model, trainer, rank=0, size=1, network=None, tables=No
         "bagging_fraction": settings.bagging_fraction,
         "bagging_freq": 1 if settings.bagging_fraction < 1 else 0,
         "lambda_l2": settings.lambda_l2,
-        "num_threads": tree_threads(settings.num_threads) if network is None else 1,
+        "num_threads": 1 if network is not None else threads or tree_threads(settings.num_threads),
         "seed": trainer.seed,
         "deterministic": True,
         "verbosity": -1,
@@ -206,6 +303,8 @@ def _boost(splits, meta, model, trainer, rank=0, size=1, network=None, tables=No
     evals: dict = {}
     curve = _TrainCurve(settings.num_boost_round)
     callbacks: list = [lgb.record_evaluation(evals), curve]
+    if stop is not None:
+        callbacks.append(_StopWhenSet(stop))
     valid_sets: list = []
     valid_names: list[str] = []
     if len(validation):
@@ -382,8 +481,6 @@ def _spread(table: TensorTable, most: int) -> TensorTable:
     """At most `most` rows of `table`, evenly spaced (all when fewer)."""
     if len(table) <= most:
         return table
-    import torch
-
     index = torch.linspace(0, len(table) - 1, most).round().long()
     inputs, targets = table.take(index)
     return TensorTable(inputs, targets, table.row_ids.index_select(0, index))
@@ -403,9 +500,12 @@ def _logits(model, layout: Layout, table: TensorTable) -> dict[str, np.ndarray]:
     return score(model, table.chunks(65536), layout).logits
 
 
-def combine(network: TrainingResult, trees: TrainingResult, tables, meta, model) -> TrainingResult:
+def combine(
+    network: TrainingResult, trees: TrainingResult, tables, meta, model, seconds=None
+) -> TrainingResult:
     """The ensemble: its weights from the members' validation predictions; its metrics from
-    the one scoring path. `tables`: the (train, validation) splits, read once for both."""
+    the one scoring path. `tables`: the (train, validation) splits, read once for both;
+    `seconds`: the members' training wall where they trained side by side."""
     layout = Layout.from_meta(meta, model)
     check_tree_outputs(layout, "ensemble")
     spec = layout.outputs[0]
@@ -443,6 +543,6 @@ def combine(network: TrainingResult, trees: TrainingResult, tables, meta, model)
         network,
         history=history,
         model=ensemble,
-        train_seconds=network.train_seconds + trees.train_seconds,
+        train_seconds=seconds or network.train_seconds + trees.train_seconds,
         family={"ensemble_weights": weights, "gbm_rounds": trees.best_epoch},
     )
