@@ -20,7 +20,9 @@ from runner.errors import UserError
 from runner.model.artifact import SavedModel
 from runner.model.ensemble import EnsembleModel
 from runner.model.gbm import TreeModel
+from runner.storage import Location
 from runner.training import families
+from runner.training.job import TrainingResult
 
 INPUTS = MIXED_MODEL[0]
 OUTPUTS = {"good": "binary", "grade": "category", "value": "number"}
@@ -187,7 +189,8 @@ def test_the_members_train_side_by_side_into_the_same_ensemble(data, ensemble, c
     local = SimpleNamespace(distributed=False, settings=SimpleNamespace(num_threads=None))
     assert families._thread_split(ModelConfig(), local, 2000) is None  # the fixture's table
     assert families._thread_split(ModelConfig(), local, 50_000) == (network, trees)
-    assert side["test"] == metrics["test"]
+    for split in ("train", "validation", "test"):
+        assert side[split] == metrics[split]
     weights = [
         json.loads((d / "metrics.json").read_text())["training"]["ensemble_weights"]
         for d in (side_dir, run_dir)
@@ -201,6 +204,38 @@ def test_the_members_train_side_by_side_into_the_same_ensemble(data, ensemble, c
     assert booster(side_dir) == booster(run_dir)
 
 
+def test_trees_that_score_beside_the_network_give_the_ensemble_the_same_figures(ensemble):
+    """Trees done before the network score the validation split and the training sample in
+    their thread while it trains (families._score_while); combine() takes those instead of
+    scoring them after, with the same weights and metrics. Once the network is done, the
+    thread leaves the rest to combine()."""
+    run_dir, _ = ensemble
+    saved = Predictor.load(run_dir / "model").saved
+    entry = json.loads((run_dir / "metrics.json").read_text())["training"]["cache_entry"]
+    splits = Location(entry)
+    tables = tuple(families._read(splits, s, saved.layout) for s in ("train", "validation"))
+    network = TrainingResult(
+        history=[{"epoch": 1, "train": {}, "validation": {}}],
+        best_epoch=1,
+        model=saved.model.members["network"],
+    )
+    trees = TrainingResult(best_epoch=1, model=saved.model.members["gbm"])
+    training = threading.Event()
+    training.set()
+    sample = families._spread(tables[0], families.TRAIN_METRIC_ROWS)
+    wanted = {"validation": tables[1], "train": sample}
+    scored = families._score_while(trees.model, wanted, training)
+    assert {split: len(logits) for split, logits in scored.items()} == {
+        "validation": len(tables[1]),
+        "train": len(sample),
+    }
+    beside = families.combine(network, trees, tables, saved.meta, saved.settings, None, scored)
+    after = families.combine(network, trees, tables, saved.meta, saved.settings)
+    assert beside.history == after.history and beside.family == after.family
+    training.clear()
+    assert families._score_while(trees.model, wanted, training) == {}
+
+
 def test_a_network_that_fails_stops_the_trees_training_beside_it():
     import lightgbm
 
@@ -208,7 +243,7 @@ def test_a_network_that_fails_stops_the_trees_training_beside_it():
     x = rng.normal(size=(2000, 4))
     rounds: list = []
 
-    def fit_trees(threads, stop):
+    def fit_trees(threads, failed, training):
         params = {"objective": "binary", "num_threads": threads, "verbosity": -1}
         track = lambda env: rounds.append(env.iteration)  # noqa: E731
         try:
@@ -216,7 +251,7 @@ def test_a_network_that_fails_stops_the_trees_training_beside_it():
                 params,
                 lightgbm.Dataset(x, x[:, 0] > 0),
                 num_boost_round=1_000_000,
-                callbacks=[track, families._StopWhenSet(stop)],
+                callbacks=[track, families._StopWhenSet(failed)],
             )
         except families._Stopped:
             rounds.append("stopped")

@@ -75,14 +75,19 @@ def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, tr
         return combine(network, trees, tables, meta, model)
     started = time.perf_counter()
     tables = _read(splits, "train", layout), _read(splits, "validation", layout)
-    network, trees = _side_by_side(
-        fit_network,
-        lambda threads, stop: fit_trees(
-            splits, meta, model, trainer.settings, (1, {}), tables, False, threads, stop
-        ),
-        *split,
-    )
-    return combine(network, trees, tables, meta, model, time.perf_counter() - started)
+    train, validation = tables
+
+    def trees_and_scores(threads: int, failed: threading.Event, training: threading.Event):
+        trees = fit_trees(
+            splits, meta, model, trainer.settings, (1, {}), tables, False, threads, failed
+        )
+        scorer = TreeModel(trees.model.booster, layout, threads)
+        sample = _spread(train, TRAIN_METRIC_ROWS)
+        scored = _score_while(scorer, {"validation": validation, "train": sample}, training)
+        return trees, scored
+
+    network, (trees, scored) = _side_by_side(fit_network, trees_and_scores, *split)
+    return combine(network, trees, tables, meta, model, time.perf_counter() - started, scored)
 
 
 def _thread_split(model: ModelConfig, trainer, train_rows: int | None) -> tuple[int, int] | None:
@@ -101,20 +106,21 @@ def _thread_split(model: ModelConfig, trainer, train_rows: int | None) -> tuple[
 
 
 def _side_by_side(fit_network, fit_trees_on, network_threads: int, tree_threads: int):
-    """(network's, trees') TrainingResults, trained at once: the trees in a thread (LightGBM
-    releases the GIL while it boosts) on `tree_threads`, the network here on the rest. The
-    network gains little from its last cores and the trees nearly their count, so the two
-    overlap for less than they add up to. The trees keep their thread count to the end: a
-    booster's reset_parameter half-way changed the trees after it (tried), and LightGBM sets
-    OpenMP's count again on every call."""
+    """(network's TrainingResult, what fit_trees_on returned), trained at once: the trees in a
+    thread (LightGBM releases the GIL while it boosts) on `tree_threads`, the network here on
+    the rest. The network gains little from its last cores and the trees nearly their count,
+    so the two overlap for less than they add up to. fit_trees_on(threads, failed, training):
+    `failed` is set if the network fails, `training` while it trains. The trees keep their
+    thread count to the end: a booster's reset_parameter half-way changed the trees after it
+    (tried), and LightGBM sets OpenMP's count again on every call."""
     import lightgbm  # noqa: F401  (imported in the thread, it would hold the network's start)
 
-    stop = threading.Event()
+    failed, training = threading.Event(), threading.Event()
     outcome: dict = {}
 
     def trees() -> None:
         try:
-            outcome["trees"] = fit_trees_on(tree_threads, stop)
+            outcome["trees"] = fit_trees_on(tree_threads, failed, training)
         except BaseException as error:  # raised here once the network is done
             outcome["error"] = error
 
@@ -125,21 +131,47 @@ def _side_by_side(fit_network, fit_trees_on, network_threads: int, tree_threads:
         tree_threads,
     )
     cores = torch.get_num_threads()
+    training.set()
     thread = threading.Thread(target=trees, name="ensemble-trees", daemon=True)
     thread.start()
     torch.set_num_threads(network_threads)  # the local trainer keeps it (trainer.num_threads)
     try:
         network = fit_network()
     except BaseException:
-        stop.set()
-        thread.join()
+        failed.set()
         raise
     finally:
+        training.clear()
         torch.set_num_threads(cores)
-    thread.join()
+        thread.join()
     if "error" in outcome:
         raise outcome["error"]
     return network, outcome["trees"]
+
+
+# The trees score in their thread in chunks this big, so that a network that finishes takes
+# the rest with every core after at most one chunk's wait.
+SCORE_WHILE_ROWS = 16384
+
+
+def _score_while(trees: TreeModel, tables: dict[str, TensorTable], training: threading.Event):
+    """{table: the trees' logits of its rows}, scored while `training` is set: the ensemble's
+    trees, done before the network, score the validation split and the training sample the
+    weights and metrics need on the cores they have. A table not done when it clears is left
+    to combine(), with every core."""
+    name = trees.layout.outputs[0].name
+    done: dict[str, np.ndarray] = {}
+    for split, table in tables.items():
+        parts = []
+        for chunk in table.chunks(SCORE_WHILE_ROWS):
+            if not training.is_set():
+                return done
+            parts.append(trees.raw_scores(chunk.inputs)[name])
+        if parts:
+            done[split] = np.concatenate(parts)
+    if done:
+        log.info("trees: scored %s beside the network", " and ".join(done))
+    return done
 
 
 class _Stopped(Exception):
@@ -501,21 +533,35 @@ def _logits(model, layout: Layout, table: TensorTable) -> dict[str, np.ndarray]:
 
 
 def combine(
-    network: TrainingResult, trees: TrainingResult, tables, meta, model, seconds=None
+    network: TrainingResult,
+    trees: TrainingResult,
+    tables,
+    meta,
+    model,
+    seconds: float | None = None,
+    scored: dict[str, np.ndarray] | None = None,
 ) -> TrainingResult:
     """The ensemble: its weights from the members' validation predictions; its metrics from
     the one scoring path. `tables`: the (train, validation) splits, read once for both;
-    `seconds`: the members' training wall where they trained side by side."""
+    `seconds`: the members' training wall where they trained side by side; `scored`: the
+    trees' logits of the validation split and the training sample, where their thread had
+    them ready (_score_while)."""
     layout = Layout.from_meta(meta, model)
     check_tree_outputs(layout, "ensemble")
     spec = layout.outputs[0]
     members = {"network": network.model, "gbm": trees.model}
+    ready = {f"gbm/{split}": logits for split, logits in (scored or {}).items()}
     train, validation = tables
+    sample = _spread(train, TRAIN_METRIC_ROWS)
+
+    def space(name: str, split: str, table: TensorTable) -> np.ndarray:
+        logits = ready.get(f"{name}/{split}")
+        if logits is None:
+            logits = _logits(members[name], layout, table)[spec.name]
+        return spec.head.to_space(logits)
+
     if len(validation):
-        predictions = {
-            name: spec.head.to_space(_logits(m, layout, validation)[spec.name])
-            for name, m in members.items()
-        }
+        predictions = {name: space(name, "validation", validation) for name in members}
         target = validation.targets[spec.name].numpy()
         weights, rounds = select_weights(spec, predictions, target)
     else:
@@ -527,13 +573,17 @@ def combine(
     )
     ensemble = EnsembleModel(members, weights, layout)
     decoders = Decoders(meta)
-    metrics = {"train": _metrics(ensemble, layout, decoders, _spread(train, TRAIN_METRIC_ROWS))}
+    metrics: dict[str, dict] = {"train": {}, "validation": {}}
+    # The same figures as scoring the ensemble itself: it averages its members' predictions.
+    if len(sample):
+        spaces = {n: space(n, "train", sample) for n in members if weights[n] > 0}
+        logits = {spec.name: ensemble.logits_from(spec, spaces)}
+        targets = {k: v.numpy() for k, v in sample.targets.items()}
+        metrics["train"] = compute_metrics(layout, decoders, logits, targets)
     if len(validation):  # from the members' predictions the weights were chosen on
         logits = {spec.name: ensemble.logits_from(spec, predictions)}
         targets = {k: v.numpy() for k, v in validation.targets.items()}
         metrics["validation"] = compute_metrics(layout, decoders, logits, targets)
-    else:
-        metrics["validation"] = {}
     history = [dict(h) for h in network.history]
     best = network.best_epoch
     for entry in history:
