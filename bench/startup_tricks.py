@@ -6,6 +6,7 @@ Probes (`python bench/startup_tricks.py <probe>` prints its seconds as JSON):
   run with backend=ray does; `--taken` holds the dashboard agent's default port first (another
   Ray on the machine).
 - ray_data: switching Ray Data's progress bars off after `import ray`.
+- lightgbm: importing LightGBM after torch, pandas and pyarrow, as a tree model's run does.
 - run: the default experiment on the synthetic table (`python run.py`, a cache of its own): its
   whole wall.
 """
@@ -29,8 +30,9 @@ MEASURES = {
     "monitor_first": ("ray", [], "stop_seconds"),
     "ray_data_unimported": ("ray_data", [], "seconds"),
     "no_teardown": ("run", [], "wall_seconds"),
+    "lightgbm_without_sklearn": ("lightgbm", [], "seconds"),
 }
-SMOKE = ("api_server", "ray_data_unimported", "no_teardown")  # each probe once
+SMOKE = ("api_server", "ray_data_unimported", "no_teardown", "lightgbm_without_sklearn")
 
 
 def probe_ray(taken: bool) -> dict:
@@ -67,6 +69,19 @@ def probe_ray_data() -> dict:
 
     started = time.perf_counter()
     quiet_ray_data()
+    return {"seconds": time.perf_counter() - started}
+
+
+def probe_lightgbm() -> dict:
+    """LightGBM's import where a run makes it: after torch, pandas and pyarrow."""
+    import pandas  # noqa: F401
+    import pyarrow  # noqa: F401
+    import torch  # noqa: F401
+
+    from runner.fast_start import import_lightgbm
+
+    started = time.perf_counter()
+    import_lightgbm()
     return {"seconds": time.perf_counter() - started}
 
 
@@ -147,6 +162,8 @@ if __name__ == "__main__":
         result = probe_ray("--taken" in flags)
     elif kind == "ray_data":
         result = probe_ray_data()
+    elif kind == "lightgbm":
+        result = probe_lightgbm()
     else:
         raise SystemExit(f"unknown probe {kind}")
     print(json.dumps(result))

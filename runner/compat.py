@@ -125,6 +125,12 @@ INTERNALS = (
         "runner/overrides.py: say_override_errors_in_one_line",
         "a misspelt or mistyped override gets Hydra's own message (advising +key=value) again",
     ),
+    Internal(
+        "lightgbm.compat",
+        "SKLEARN_INSTALLED",
+        "runner/fast_start.py: import_lightgbm",
+        "LightGBM may import scikit-learn again (most of a second of a small table's run)",
+    ),
 )
 
 

@@ -28,6 +28,7 @@ TRICKS = {
     "monitor_first": "a run's own Ray stops its autoscaler monitor before the rest",
     "ray_data_unimported": "Ray Data's progress bars are switched off without importing it",
     "no_teardown": "a finished run exits without freeing every module's objects",
+    "lightgbm_without_sklearn": "LightGBM is imported without its scikit-learn estimators",
 }
 
 
@@ -46,6 +47,23 @@ def tricks_off() -> set[str]:
 
 def enabled(trick: str) -> bool:
     return trick not in tricks_off()
+
+
+def import_lightgbm():
+    """lightgbm, imported without its scikit-learn estimators where scikit-learn is not imported
+    yet (lightgbm_without_sklearn): lightgbm.compat imports scikit-learn for them, most of a
+    second, and the runner trains and scores through lightgbm.train and Booster alone.
+    lightgbm.compat takes a scikit-learn that fails to import as one not installed."""
+    if "lightgbm" not in sys.modules and "sklearn" not in sys.modules:
+        if enabled("lightgbm_without_sklearn"):
+            sys.modules["sklearn"] = None  # type: ignore[assignment]  # import raises ImportError
+            try:
+                import lightgbm
+            finally:
+                del sys.modules["sklearn"]
+    import lightgbm
+
+    return lightgbm
 
 
 @contextlib.contextmanager

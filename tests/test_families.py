@@ -19,7 +19,7 @@ from runner.config import ModelConfig
 from runner.errors import UserError
 from runner.model.artifact import SavedModel
 from runner.model.ensemble import EnsembleModel
-from runner.model.gbm import TreeModel
+from runner.model.gbm import TreeModel, feature_matrix
 from runner.storage import Location
 from runner.training import families
 from runner.training.job import TrainingResult
@@ -142,6 +142,33 @@ def test_evaluate_and_predict_a_tree_model_from_the_cli(data, trees):
     assert result.returncode == 0, result.stderr[-2000:]
     evaluation = json.loads((out / "metrics.json").read_text())["evaluation"]
     assert evaluation["value/r2"] > 0.9
+
+
+@pytest.mark.parametrize("output", list(OUTPUTS))
+def test_trees_score_rows_with_a_few_changed_columns_through_their_trees_alone(data, trees, output):
+    """Within against_reference, rows that differ from the first rows scored in some columns
+    score as the whole booster scores them (permutation importance's shuffles), through the
+    trees that split on those columns where they are few; binary, multiclass (a tree per
+    class and round) and regression boosters."""
+    run_dir, _ = trees[output]
+    predictor = Predictor.load(run_dir / "model")
+    model: TreeModel = predictor.saved.model
+    entry = json.loads((run_dir / "metrics.json").read_text())["training"]["cache_entry"]
+    inputs = families._read(Location(entry), "test", predictor.layout).inputs
+    matrix = feature_matrix(inputs, predictor.layout)
+    rng = np.random.default_rng(0)
+    with model.against_reference():
+        changed = model.changed_columns
+        assert changed is not None
+        assert np.array_equal(changed.scores_of(matrix), model.predict(matrix, raw_score=True))
+        for column in range(matrix.shape[1]):
+            shuffled = matrix.copy()
+            shuffled[:, column] = matrix[rng.permutation(len(matrix)), column]
+            whole = model.predict(shuffled, raw_score=True)
+            np.testing.assert_allclose(changed.scores_of(shuffled), whole, rtol=0, atol=1e-9)
+        parts = [p for p in changed.parts.values() if p is not None and p[0] is not None]
+        assert parts and all(p[0].num_trees() < model.booster.num_trees() for p in parts)
+    assert model.changed_columns is None
 
 
 @pytest.fixture(scope="module")

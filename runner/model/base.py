@@ -12,6 +12,7 @@ training side of a family (how it fits from the cached splits) lives in runner.t
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -37,6 +38,14 @@ class Family(Protocol):
     def save(self, model: ScoringModel, directory: Path) -> None: ...
 
     def load(self, directory: Path, layout: Layout, settings: ModelConfig) -> ScoringModel: ...
+
+
+def against_reference(model: ScoringModel):
+    """A context in which `model` may score rows that differ from the first it scored in it in
+    a few columns for less (permutation importance: a tree model through the trees that split
+    on them, runner/model/changed_columns.py); a model without the means scores as always."""
+    means = getattr(model, "against_reference", None)
+    return means() if means is not None else nullcontext()
 
 
 def family(name: str) -> Family:

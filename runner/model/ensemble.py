@@ -7,6 +7,7 @@ result goes back into logits, so scoring decodes it as any model's."""
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,16 @@ class EnsembleModel:
         for member in self.members.values():
             member.eval()
         return self
+
+    @contextmanager
+    def against_reference(self):
+        """Its members' (runner.model.base.against_reference)."""
+        from runner.model.base import against_reference
+
+        with ExitStack() as stack:
+            for member in self.members.values():
+                stack.enter_context(against_reference(member))
+            yield
 
     def __call__(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         outputs = {name: m(inputs) for name, m in self.members.items() if self.weights[name] > 0}

@@ -7,11 +7,13 @@ are where the cache has them)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from runner.model.changed_columns import ChangedColumns
 from runner.model.layout import CATEGORY, NUMERIC, Layout
 
 BOOSTER_FILE = "booster.txt"
@@ -52,9 +54,29 @@ class TreeModel:
         self.booster = booster
         self.layout = layout
         self.num_threads = num_threads
+        self.changed_columns: ChangedColumns | None = None
 
     def eval(self):
         return self
+
+    @contextmanager
+    def against_reference(self):
+        """Within it, rows that differ from the first rows scored in it in a few columns are
+        scored through the trees that split on those columns (runner/model/changed_columns.py:
+        permutation importance)."""
+        best = self.booster.best_iteration
+        threads = tree_threads(self.num_threads)
+
+        def predict(booster, matrix, num_iteration):
+            return booster.predict(
+                matrix, num_iteration=num_iteration, raw_score=True, num_threads=threads
+            )
+
+        self.changed_columns = ChangedColumns(self.booster, best if best > 0 else None, predict)
+        try:
+            yield
+        finally:
+            self.changed_columns = None
 
     def __call__(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {name: torch.from_numpy(z) for name, z in self.raw_scores(inputs).items()}
@@ -62,7 +84,10 @@ class TreeModel:
     def raw_scores(self, inputs) -> dict[str, np.ndarray]:
         spec = self.layout.outputs[0]
         matrix = feature_matrix(inputs, self.layout)
-        z = np.asarray(self.predict(matrix, raw_score=True), dtype=np.float32)
+        if self.changed_columns is not None:
+            z = np.asarray(self.changed_columns.scores_of(matrix), dtype=np.float32)
+        else:
+            z = np.asarray(self.predict(matrix, raw_score=True), dtype=np.float32)
         return {spec.name: z.reshape(len(matrix), -1)}  # [rows, logits per row]
 
     def predict(self, matrix: np.ndarray, **kind):
@@ -83,7 +108,7 @@ class GBMFamily:
         model.booster.save_model(str(directory / BOOSTER_FILE))
 
     def load(self, directory: Path, layout: Layout, settings) -> TreeModel:
-        import lightgbm
+        from runner.fast_start import import_lightgbm
 
-        booster = lightgbm.Booster(model_file=str(directory / BOOSTER_FILE))
+        booster = import_lightgbm().Booster(model_file=str(directory / BOOSTER_FILE))
         return TreeModel(booster, layout, settings.gbm.num_threads)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from runner.model.base import against_reference
 from runner.model.layout import feature_columns
 from runner.reports.evaluation import pyplot, save_figure
 from runner.scoring.metrics import higher_is_better
@@ -28,20 +29,24 @@ def permutation_importance(
     sign = 1.0 if higher_is_better(metric) else -1.0
 
     def score(t: pa.Table) -> float:
-        return float(predictor.metrics(predictor.score_processed(t, True))[metric])
+        # One chunk: the model sees the same rows each time (against_reference).
+        scored = predictor.score_processed(t, True, chunk_rows=max(t.num_rows, 1))
+        return float(predictor.metrics(scored)[metric])
 
-    base = score(table)
     features = {}
-    for name, columns in feature_columns(table.column_names, predictor.input_names).items():
-        drops = []
-        for _ in range(repeats):
-            order = rng.permutation(table.num_rows)
-            shuffled = table
-            for column in columns:
-                index = shuffled.schema.get_field_index(column)
-                shuffled = shuffled.set_column(index, column, table.column(column).take(order))
-            drops.append(sign * (base - score(shuffled)))
-        features[name] = {"mean": float(np.mean(drops)), "std": float(np.std(drops))}
+    with against_reference(predictor.saved.model):
+        base = score(table)
+        for name, columns in feature_columns(table.column_names, predictor.input_names).items():
+            drops = []
+            for _ in range(repeats):
+                order = rng.permutation(table.num_rows)
+                shuffled = table
+                for column in columns:
+                    index = shuffled.schema.get_field_index(column)
+                    values = table.column(column).take(order)
+                    shuffled = shuffled.set_column(index, column, values)
+                drops.append(sign * (base - score(shuffled)))
+            features[name] = {"mean": float(np.mean(drops)), "std": float(np.std(drops))}
     # A list, most important first (metrics.json sorts the keys of a mapping).
     ranked = [{"input": k, **v} for k, v in sorted(features.items(), key=lambda kv: -kv[1]["mean"])]
     return {

@@ -89,10 +89,14 @@ class Predictor:
         # pandas building one and pyarrow converting it.
         return pa.table({name: pa.array(values) for name, values in columns.items()})
 
-    def score_processed(self, table: pa.Table, with_targets: bool) -> Scored:
-        """Logits (and targets) of rows already through the feature transforms (a cache split)."""
+    def score_processed(
+        self, table: pa.Table, with_targets: bool, chunk_rows: int | None = None
+    ) -> Scored:
+        """Logits (and targets) of rows already through the feature transforms (a cache split),
+        scored `chunk_rows` at a time (the Predictor's chunk by default)."""
         data = TensorTable.from_arrow(table, self.layout, with_targets, exact=True)
-        return score(self.saved.model, data.chunks(self.chunk_rows), self.layout, self.forward)
+        chunks = data.chunks(chunk_rows or self.chunk_rows)
+        return score(self.saved.model, chunks, self.layout, self.forward)
 
     def score_inputs(self, frame: pd.DataFrame, first_row: int = 0, row_ids=None) -> Scored:
         """Logits of every row the inputs keep (no targets needed)."""

@@ -23,6 +23,7 @@ import torch
 
 from runner.config import ModelConfig, TrainerConfig
 from runner.errors import UserError
+from runner.fast_start import import_lightgbm
 from runner.loading.tensors import TensorTable
 from runner.model.ensemble import EnsembleModel, select_weights
 from runner.model.gbm import (
@@ -113,7 +114,7 @@ def _side_by_side(fit_network, fit_trees_on, network_threads: int, tree_threads:
     `failed` is set if the network fails, `training` while it trains. The trees keep their
     thread count to the end: a booster's reset_parameter half-way changed the trees after it
     (tried), and LightGBM sets OpenMP's count again on every call."""
-    import lightgbm  # noqa: F401  (imported in the thread, it would hold the network's start)
+    import_lightgbm()  # here: imported in the thread, it would hold the network's start
 
     failed, training = threading.Event(), threading.Event()
     outcome: dict = {}
@@ -291,7 +292,7 @@ def _boost(
     """lightgbm.train on this worker's rows (every size-th from rank), or on `tables` (train,
     validation) already read: (booster, the losses of each round, seconds). `network`:
     LightGBM's distributed settings (Ray Train's); `threads`, `stop`: fit_trees'."""
-    import lightgbm as lgb
+    lgb = import_lightgbm()
 
     layout = Layout.from_meta(meta, model)
     spec = layout.outputs[0]
@@ -397,7 +398,7 @@ class _SchedulerReports:
         self.targets = {k: v.numpy() for k, v in validation.targets.items()}
 
     def __call__(self, env) -> None:
-        import lightgbm as lgb
+        lgb = import_lightgbm()
 
         done = env.iteration + 1
         if done % self.every and done != env.end_iteration:
@@ -422,7 +423,7 @@ def _fit_on_ray(splits, meta, model, trainer, count: int, resources: dict):
     data-parallel tree learner: histograms summed over the workers' network); rank 0's."""
     import uuid
 
-    import lightgbm as lgb
+    lgb = import_lightgbm()
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.lightgbm import LightGBMTrainer
     from ray.util.queue import Queue
