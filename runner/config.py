@@ -324,7 +324,12 @@ class ModelConfig:
         if not self.trees_fit(outputs):
             kinds = ", ".join(f"{f.name} ({f.type})" for f in outputs)
             return "network", f"trees predict one binary, category or number output, not {kinds}"
-        if train_rows is not None and train_rows > self.ensemble_max_rows:
+        if train_rows is None:  # a cache from before the split counts were kept
+            return (
+                "network",
+                "the training split's size is unknown, and the ensemble's cost grows with it",
+            )
+        if train_rows > self.ensemble_max_rows:
             return "network", (
                 f"{train_rows:,} training rows, more than model.ensemble_max_rows="
                 f"{self.ensemble_max_rows:,}: the ensemble's cost grows with the rows"

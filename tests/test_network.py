@@ -117,6 +117,8 @@ def test_auto_picks_the_ensemble_for_one_tree_output_up_to_ensemble_max_rows():
     family, why = two.pick_family(100)
     assert family == "network" and "not y (binary), z (number)" in why
     assert ModelConfig(family="gbm").pick_family(10**6) == ("gbm", "model.family")
+    family, why = auto.pick_family(None)  # as the members' auto pick: no size, no ensemble
+    assert family == "network" and "size is unknown" in why
 
 
 def test_category_embeddings_take_their_own_width_and_a_feature_its_own():
