@@ -2,7 +2,7 @@
 from the command to a healthy server, single-row latency (p50, p99) and rows/s for batches of
 1,000 rows, with 1 and 2 replicas; beside them, what a request costs without the model
 (`GET /schema`: Ray Serve's proxy hop and FastAPI) and what the model's own part costs in
-process (the replica's work for one row: records_frame and Predictor.predict)."""
+process (the replica's work for one row: check_request and Predictor.answer_records)."""
 
 from __future__ import annotations
 
@@ -141,18 +141,24 @@ def _measure(model_dir: Path, replicas: int, singles: int, batches: int, ingress
 
 
 def predictor_single_row(model_dir: Path, requests: int) -> dict:
-    """The replica's work for one row, in this process: JSON values -> records_frame ->
-    Predictor.predict, the same row each time (as the HTTP figures send)."""
+    """The replica's work for one row, in this process: the request's check and
+    Predictor.answer_records on its JSON values, the same row each time (as the HTTP figures
+    send)."""
     from runner.scoring.predictor import Predictor
 
     predictor = Predictor.load(model_dir)
     one = _rows(1)
+
+    def answer():
+        predictor.check_request(one)
+        return predictor.answer_records(one)
+
     for _ in range(20):  # warm-up
-        predictor.predict(predictor.records_frame(one))
+        answer()
     seconds = []
     for _ in range(requests):
         t = time.perf_counter()
-        predictor.predict(predictor.records_frame(one))
+        answer()
         seconds.append(time.perf_counter() - t)
     ms = np.array(seconds) * 1000
     return {

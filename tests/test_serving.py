@@ -482,3 +482,51 @@ def test_serve_command_runs_until_sigterm(model, tmp_path, ingress):
         time.sleep(0.5)
     _, alive = psutil.wait_procs(haproxies, timeout=15)
     assert not alive, alive
+
+
+def test_rows_read_without_pandas_answer_as_the_frame_path_reads_each_alone(tmp_path):
+    """A request whose inputs are all numbers, categories and binaries (values of the kinds
+    JSON sends) is read without pandas (Predictor.answer_records); each row's answer is the
+    one records_frame + predict give that row on its own, tricky values included. A number
+    sent as text goes through the frame path, with the same answer."""
+    mixed_table(600).to_csv(tmp_path / "t.csv", index=False)
+    inputs = (
+        "model.input_features=[{name:size,type:number},{name:weight,type:number},"
+        "{name:shape,type:category},{name:shiny,type:binary}]"
+    )
+    run_experiment(
+        tmp_path / "run",
+        tmp_path / "cache",
+        "backend=local",
+        "model=network",
+        f"dataset.path={tmp_path / 't.csv'}",
+        inputs,
+        "model.output_features=[{name:grade,type:category}]",
+        "trainer.epochs=1",
+    )
+    predictor = Predictor.load(tmp_path / "run" / "model")
+    records = [
+        {"size": 0.5, "weight": -1, "shape": "round", "shiny": True},
+        {"size": None, "weight": 2, "shape": "star", "shiny": "True"},
+        {"size": float("nan"), "weight": 1.0, "shape": "hexagon", "shiny": None},
+        {"size": True, "weight": 3, "shape": None, "shiny": False},
+        {"size": 7, "weight": 0.25, "shape": 3, "shiny": "False"},
+        {"size": 1e30, "weight": -0.0, "shape": 3.0, "shiny": 1},
+    ]
+    assert predictor._reads_records(records)
+    answers = predictor.answer_records(records)
+
+    def alone(record: dict) -> dict:
+        frame = predictor.predict(predictor.records_frame([record]))
+        return {k: v.item() if hasattr(v, "item") else v for k, v in frame.iloc[0].items()}
+
+    for record, answer in zip(records, answers, strict=True):
+        expected = alone(record)
+        assert answer is not None and answer["grade_prediction"] == expected["grade_prediction"]
+        for name in answer:
+            if name.startswith("grade_probability"):
+                assert answer[name] == pytest.approx(expected[name], abs=1e-6)
+    as_text = [{**records[0], "size": "0.5"}]
+    assert not predictor._reads_records(as_text)
+    [answer] = predictor.answer_records(as_text)
+    assert answer is not None and answer["grade_prediction"] == answers[0]["grade_prediction"]

@@ -129,6 +129,25 @@ class TensorTable:
         )
         return cls(inputs, targets, row_ids)
 
+    @classmethod
+    def from_columns(cls, columns: dict[str, np.ndarray], layout: Layout) -> TensorTable:
+        """Rows to score from processed numpy columns (numbers and category codes: a request
+        read without pandas, Predictor.answer_records), no targets."""
+        assert not layout.texts, "a text input's tokens come through from_arrow"
+        inputs: dict[str, torch.Tensor] = {}
+        rows = len(columns[ROW_ID])
+        if layout.numeric:
+            matrix = np.empty((rows, len(layout.numeric)), dtype=np.float32)
+            for i, name in enumerate(layout.numeric):
+                matrix[:, i] = columns[name]
+            inputs[NUMERIC] = torch.from_numpy(matrix)
+        if layout.categories:
+            matrix = np.empty((rows, len(layout.categories)), dtype=np.int64)
+            for i, (name, *_) in enumerate(layout.categories):
+                matrix[:, i] = columns[name]
+            inputs[CATEGORY] = torch.from_numpy(matrix)
+        return cls(inputs, {}, torch.from_numpy(np.asarray(columns[ROW_ID], dtype=np.int64)))
+
     def __len__(self) -> int:
         return len(self.row_ids)
 

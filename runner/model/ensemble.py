@@ -51,6 +51,10 @@ class EnsembleModel:
     def __init__(self, members: dict, weights: dict[str, float], layout: Layout):
         self.members, self.weights, self.layout = members, weights, layout
 
+    @property
+    def training(self) -> bool:
+        return any(getattr(m, "training", False) for m in self.members.values())
+
     def eval(self):
         for member in self.members.values():
             member.eval()

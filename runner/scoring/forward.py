@@ -39,7 +39,8 @@ class ForwardPass:
 
     def chunks(self, chunks: Iterable) -> Iterator[tuple[TensorTable, dict[str, torch.Tensor]]]:
         """Evaluation chunks moved to the device, outputs back on the CPU in float32."""
-        self.model.eval()
+        if getattr(self.model, "training", True):  # a module's eval() walks its children
+            self.model.eval()
         for chunk in chunks:
             with torch.inference_mode(), self.autocast():
                 outputs = self.model(self.to_device(chunk.inputs))

@@ -23,8 +23,15 @@ import torch
 from runner.errors import UserError
 from runner.loading.tensors import TensorTable
 from runner.model.artifact import SavedModel, load_model_dir
+from runner.processing.columns import ROW_ID
 from runner.processing.features.feature_set import FeatureSet, transform_columns
-from runner.scoring.decoding import Decoders, compute_metrics, prediction_frame
+from runner.scoring.decoding import (
+    Decoders,
+    answers_by_row,
+    compute_metrics,
+    prediction_columns,
+    prediction_frame,
+)
 from runner.scoring.forward import ForwardPass, Scored, score
 
 EVAL_CHUNK_ROWS = 4096
@@ -131,9 +138,49 @@ class Predictor:
     def metrics(self, scored: Scored) -> dict[str, float]:
         return compute_metrics(self.layout, self.decoders, scored.logits, scored.targets)
 
-    def records_frame(self, records: Sequence) -> pd.DataFrame:
-        """JSON-style rows (a list of objects) -> a frame, checked row by row: every input
-        present (null for a missing value), numbers numeric. Errors name the row and field."""
+    def answer_records(self, records: Sequence) -> list[dict | None]:
+        """JSON-style rows -> one JSON-style answer per row (keyed like the prediction columns;
+        None for a row that preprocessing dropped), as predict answers them. Each input's
+        values are read without pandas where its type can (Feature.transform_records), a row
+        on its own; otherwise the request goes through records_frame and predict."""
+        self.check_records(records)
+        if not self._reads_records(records):
+            frame = self.predict(self.records_frame(records))
+            columns = {name: frame[name].to_numpy() for name in frame.columns}
+        else:
+            data = TensorTable.from_columns(self._record_columns(records), self.layout)
+            scored = score(self.saved.model, [data], self.layout, self.forward)
+            columns = prediction_columns(self.layout, self.decoders, scored.logits, scored.row_ids)
+        return answers_by_row(columns, len(records))
+
+    def check_request(self, records: Sequence) -> None:
+        """A request's rows checked on their own (check_records, and a type's check of its
+        values where it cannot read them without pandas), so that one bad request fails alone,
+        not the batch it would have joined."""
+        self.check_records(records)
+        if not self._reads_records(records):
+            self.records_frame(records)
+
+    def _reads_records(self, records: Sequence) -> bool:
+        return all(f.reads_records([row[f.name] for row in records]) for f in self.features.inputs)
+
+    def _record_columns(self, records: Sequence) -> dict[str, np.ndarray]:
+        """The processed columns of checked records every input reads (_reads_records)."""
+        columns: dict = {}
+        keep = np.ones(len(records), dtype=bool)
+        for feature in self.features.inputs:
+            values = [row[feature.name] for row in records]
+            processed, kept = feature.transform_records(values, self.stats[feature.name])
+            columns.update(processed if isinstance(processed, dict) else {feature.name: processed})
+            keep &= kept
+        columns[ROW_ID] = np.arange(len(records), dtype=np.int64)
+        if not keep.all():
+            columns = {name: values[keep] for name, values in columns.items()}
+        return columns
+
+    def check_records(self, records: Sequence) -> None:
+        """JSON-style rows (a list of objects) checked row by row: every input present (null
+        for a missing value), numbers numeric. Errors name the row and field."""
         if not isinstance(records, list | tuple):
             raise UserError('the body must be a JSON array of row objects, e.g. [{"x1": 1.5}]')
         if not records:
@@ -161,6 +208,11 @@ class Predictor:
                     raise UserError(
                         f"row {i} field {name!r} has non-numeric value {value!r}; send a number or null"
                     )
+
+    def records_frame(self, records: Sequence) -> pd.DataFrame:
+        """JSON-style rows (a list of objects) -> a frame, checked as check_records checks
+        them and by each input's type. Errors name the row and field."""
+        self.check_records(records)
         frame = pd.DataFrame.from_records(list(records), columns=self.input_names)
         for feature in self.features.inputs:  # a bad value is this request's error, not the batch's
             feature.check_values(frame[feature.name], self.stats[feature.name])

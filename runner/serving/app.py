@@ -17,12 +17,9 @@ Scoring is the Predictor's, as in command=predict.
 
 import asyncio
 import json
-import math
 import time
 from typing import Any
 
-import numpy as np
-import pandas as pd
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from ray import serve
@@ -38,27 +35,6 @@ DEPLOYMENT = "model"
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
-
-
-def _by_row(frame: pd.DataFrame) -> dict[int, dict]:
-    """The prediction frame as {row position: its object} (plain JSON values)."""
-    # Column by column (tolist gives Python values): to_dict(orient="records") took a
-    # millisecond on a one-row request.
-    names = [c for c in frame.columns if c != "row"]
-    columns = [[_plain(v) for v in frame[c].tolist()] for c in names]
-    positions = frame["row"].tolist()
-    return {
-        int(p): dict(zip(names, values, strict=True))
-        for p, *values in zip(positions, *columns, strict=True)
-    }
-
-
-def _plain(value):
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _replica_states() -> dict[str, int]:
@@ -163,25 +139,25 @@ class ModelServer:
             why = f"the body is not valid JSON ({exc}); send a JSON array of row objects"
             return _error(400, why), 0
         try:
-            frame = self.predictor.records_frame(records)
+            self.predictor.check_request(records)
         except UserError as exc:
             return _error(422, str(exc)), 0
         try:
             # Plain JSON values already: a JSONResponse skips FastAPI's jsonable_encoder walk.
-            return JSONResponse(await self.predict_batch(frame)), len(frame)
+            return JSONResponse(await self.predict_batch(records)), len(records)
         except UserError as exc:
             return _error(422, str(exc)), 0
 
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.0)
-    async def predict_batch(self, frames: list[pd.DataFrame]) -> list[list[dict]]:
-        """Many requests scored as one frame; each gets its own rows back."""
-        scored = self.predictor.predict(pd.concat(frames, ignore_index=True))
-        by_row = _by_row(scored)
+    async def predict_batch(self, requests: list[list[dict]]) -> list[list[dict]]:
+        """Many requests' rows scored together; each gets its own rows back."""
+        answers = self.predictor.answer_records([row for rows in requests for row in rows])
         # A row that preprocessing dropped (a missing value with missing_value_strategy=drop_row)
         # is answered with nulls.
-        empty = {c: None for c in scored.columns if c != "row"}
+        names = next((list(a) for a in answers if a is not None), [])
+        empty = dict.fromkeys(names)
         out, first = [], 0
-        for frame in frames:
-            out.append([by_row.get(p, empty) for p in range(first, first + len(frame))])
-            first += len(frame)
+        for rows in requests:
+            out.append([a if a is not None else empty for a in answers[first : first + len(rows)]])
+            first += len(rows)
         return out

@@ -11,6 +11,7 @@ is the only code that turns raw values into model inputs, whatever the processor
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -84,6 +85,22 @@ def as_strings(series: pd.Series) -> pd.Series:
     ).astype(object)
 
 
+def scalar_strings(values: list) -> list[str | None]:
+    """Each of a request's values (null, a boolean, a number or a string) as as_strings gives
+    it in a column of its own kind: a row read on its own, not with the rows it came with."""
+    out: list[str | None] = []
+    for value in values:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            out.append(None)
+        elif isinstance(value, bool):
+            out.append("True" if value else "False")
+        elif isinstance(value, float) and value.is_integer():
+            out.append(str(int(value)))
+        else:
+            out.append(str(value))
+    return out
+
+
 class Feature:
     """One configured feature. Subclasses define the type's behaviour."""
 
@@ -99,6 +116,7 @@ class Feature:
     later_options: ClassVar[dict[str, Any]] = {}
     missing_strategies: ClassVar[tuple[str, ...]] = ()
     _vocab_cache: tuple[list[str], pd.Index]  # vocab_index's, set on first use
+    _positions_cache: tuple[list[str], dict[str, int]]  # vocab_positions's, set on first use
 
     def __init__(self, cfg: dict, role: str):
         self.name = cfg["name"]
@@ -161,6 +179,20 @@ class Feature:
         self, series: pd.Series, stats: dict, row_ids: np.ndarray
     ) -> tuple[Any, np.ndarray]:
         """(processed values, mask of rows to keep)."""
+        raise NotImplementedError
+
+    # The kinds of value (besides null) transform_records reads; None: it reads none.
+    record_kinds: ClassVar[tuple[type, ...] | None] = None
+
+    def reads_records(self, values: list) -> bool:
+        """transform_records takes these values (else the frame path reads the request)."""
+        kinds = self.record_kinds
+        return kinds is not None and all(v is None or isinstance(v, kinds) for v in values)
+
+    def transform_records(self, values: list, stats: dict) -> tuple[Any, np.ndarray]:
+        """transform of one input's values from a request's row objects, each read on its own,
+        without pandas (a served row: most of its time went to building frames and series);
+        only for values reads_records takes."""
         raise NotImplementedError
 
     def transform_split(
@@ -238,6 +270,15 @@ def vocab_index(owner: Feature, vocab: list[str]) -> pd.Index:
     cached = getattr(owner, "_vocab_cache", None)
     if cached is None or cached[0] is not vocab:
         cached = owner._vocab_cache = (vocab, pd.Index(vocab, dtype=object))
+    return cached[1]
+
+
+def vocab_positions(owner: Feature, vocab: list[str]) -> dict[str, int]:
+    """A vocabulary as {value: position}, built once per vocabulary object (a request's few
+    values are looked up one by one)."""
+    cached = getattr(owner, "_positions_cache", None)
+    if cached is None or cached[0] is not vocab:
+        cached = owner._positions_cache = (vocab, {v: i for i, v in enumerate(vocab)})
     return cached[1]
 
 

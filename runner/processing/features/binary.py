@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
-from runner.processing.features.base import Feature, as_strings
+from runner.processing.features.base import Feature, as_strings, scalar_strings
 
 if TYPE_CHECKING:
     from runner.processing.features.sampled_column import Inferred, SampledColumn
@@ -78,6 +78,18 @@ class BinaryFeature(Feature):
         values = as_strings(series)
         is_pos = values.isin(stats["positive"]).to_numpy()
         is_neg = values.isin(stats["negative"]).to_numpy()
+        return self._flags(is_pos, is_neg, stats)
+
+    record_kinds = (int, float, str)
+
+    def transform_records(self, values, stats):
+        strings = scalar_strings(values)
+        positive, negative = set(stats["positive"]), set(stats["negative"])
+        is_pos = np.array([v in positive for v in strings], dtype=bool)
+        is_neg = np.array([v in negative for v in strings], dtype=bool)
+        return self._flags(is_pos, is_neg, stats)
+
+    def _flags(self, is_pos: np.ndarray, is_neg: np.ndarray, stats: dict):
         missing = ~(is_pos | is_neg)  # missing, or a value never seen in training
         fill = (
             stats["mode"]

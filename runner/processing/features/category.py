@@ -14,7 +14,9 @@ from runner.processing.features.base import (
     as_strings,
     bounded_counts,
     merged_vocabulary,
+    scalar_strings,
     vocab_index,
+    vocab_positions,
 )
 
 if TYPE_CHECKING:
@@ -54,13 +56,29 @@ class CategoryFeature(Feature):
         return stats["vocab"] if self.role == "output" else [UNKNOWN_TOKEN, *stats["vocab"]]
 
     def transform(self, series, stats, row_ids):
-        values = as_strings(series).to_numpy()  # numpy from here: cheap on a one-row request
+        return self._codes(as_strings(series).to_numpy(), stats)
+
+    record_kinds = (int, float, str)
+
+    def transform_records(self, values, stats):
+        # A dict's lookup: pandas' get_indexer makes an Index of every request's values.
+        positions = vocab_positions(self, stats["vocab"])
+        return self._codes(
+            np.array(scalar_strings(values), dtype=object),
+            stats,
+            lambda strings: np.array([positions.get(v, -1) for v in strings], dtype=np.int64),
+        )
+
+    def _codes(self, values: np.ndarray, stats: dict, lookup=None):
         missing = pd.isna(values)
         strategy = self.options["missing_value_strategy"]
         if strategy in ("fill_mode", "fill_value"):
             fill = stats["mode"] if strategy == "fill_mode" else str(self.options["fill_value"])
             values = np.where(missing, fill, values)
-        codes = vocab_index(self, stats["vocab"]).get_indexer(values).astype(np.int64)
+        if lookup is None:
+            codes = vocab_index(self, stats["vocab"]).get_indexer(values).astype(np.int64)
+        else:
+            codes = lookup(values)
         if self.role == "output":
             # Unseen or missing targets cannot be scored; those rows are dropped.
             return codes.astype(np.int32), codes >= 0

@@ -203,7 +203,16 @@ class NumberFeature(Feature):
         return scaling.denormalize(v, stats, self.mode(stats))
 
     def transform(self, series, stats, row_ids):
-        v = self._numeric(series, row_ids)
+        return self._processed(self._numeric(series, row_ids), stats)
+
+    record_kinds = (int, float)  # booleans too, as a numeric column reads them; text: _numeric
+
+    def transform_records(self, values, stats):
+        return self._processed(
+            np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64), stats
+        )
+
+    def _processed(self, v: np.ndarray, stats: dict):
         missing = np.isnan(v)
         keep = ~missing if self.drops_missing else np.ones(len(v), dtype=bool)
         v = np.where(missing, self.fill_value(stats), v)
