@@ -522,11 +522,23 @@ def test_rows_read_without_pandas_answer_as_the_frame_path_reads_each_alone(tmp_
 
     for record, answer in zip(records, answers, strict=True):
         expected = alone(record)
-        assert answer is not None and answer["grade_prediction"] == expected["grade_prediction"]
+        assert answer["grade_prediction"] == expected["grade_prediction"]
         for name in answer:
             if name.startswith("grade_probability"):
                 assert answer[name] == pytest.approx(expected[name], abs=1e-6)
     as_text = [{**records[0], "size": "0.5"}]
     assert not predictor._reads_records(as_text)
     [answer] = predictor.answer_records(as_text)
-    assert answer is not None and answer["grade_prediction"] == answers[0]["grade_prediction"]
+    assert answer["grade_prediction"] == answers[0]["grade_prediction"]
+
+
+def test_a_row_that_preprocessing_dropped_is_answered_with_nulls():
+    from runner.scoring.decoding import answers_by_row
+
+    columns = {"row": np.array([0, 2]), "y_prediction": np.array(["a", "b"])}
+    columns["y_probability"] = np.array([0.75, np.nan])
+    assert answers_by_row(columns, 3) == [
+        {"y_prediction": "a", "y_probability": 0.75},
+        {"y_prediction": None, "y_probability": None},
+        {"y_prediction": "b", "y_probability": None},
+    ]

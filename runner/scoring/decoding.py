@@ -173,13 +173,13 @@ def prediction_frame(
     return pd.DataFrame(prediction_columns(layout, decoders, logits, row_ids, targets))
 
 
-def answers_by_row(columns: dict[str, np.ndarray], rows: int) -> list[dict | None]:
+def answers_by_row(columns: dict[str, np.ndarray], rows: int) -> list[dict]:
     """Prediction columns as one object of plain JSON values per input row (a served answer),
-    in input order; None for a row that is not among them (dropped by preprocessing)."""
+    in input order; nulls for a row that is not among them (dropped by preprocessing)."""
     names = [name for name in columns if name != "row"]
     # Column by column (tolist gives Python values): a frame's to_dict took a millisecond.
     values = [[_plain(v) for v in np.asarray(columns[n]).tolist()] for n in names]
-    answers: list[dict | None] = [None] * rows
+    answers = [dict.fromkeys(names) for _ in range(rows)]
     for position, *row in zip(np.asarray(columns["row"]).tolist(), *values, strict=True):
         answers[int(position)] = dict(zip(names, row, strict=True))
     return answers

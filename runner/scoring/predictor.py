@@ -138,9 +138,9 @@ class Predictor:
     def metrics(self, scored: Scored) -> dict[str, float]:
         return compute_metrics(self.layout, self.decoders, scored.logits, scored.targets)
 
-    def answer_records(self, records: Sequence) -> list[dict | None]:
+    def answer_records(self, records: Sequence) -> list[dict]:
         """JSON-style rows -> one JSON-style answer per row (keyed like the prediction columns;
-        None for a row that preprocessing dropped), as predict answers them. Each input's
+        nulls for a row that preprocessing dropped), as predict answers them. Each input's
         values are read without pandas where its type can (Feature.transform_records), a row
         on its own; otherwise the request goes through records_frame and predict."""
         self.check_records(records)

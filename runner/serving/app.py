@@ -151,13 +151,11 @@ class ModelServer:
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.0)
     async def predict_batch(self, requests: list[list[dict]]) -> list[list[dict]]:
         """Many requests' rows scored together; each gets its own rows back."""
-        answers = self.predictor.answer_records([row for rows in requests for row in rows])
         # A row that preprocessing dropped (a missing value with missing_value_strategy=drop_row)
         # is answered with nulls.
-        names = next((list(a) for a in answers if a is not None), [])
-        empty = dict.fromkeys(names)
+        answers = self.predictor.answer_records([row for rows in requests for row in rows])
         out, first = [], 0
         for rows in requests:
-            out.append([a if a is not None else empty for a in answers[first : first + len(rows)]])
+            out.append(answers[first : first + len(rows)])
             first += len(rows)
         return out
