@@ -61,6 +61,23 @@ def _column(table: pa.Table, name: str, dtype) -> np.ndarray:
     return values if values.flags.writeable else values.copy()
 
 
+def _matrices(layout: Layout, rows: int, column) -> dict[str, torch.Tensor]:
+    """The numbers' float32 matrix and the category codes' int64 matrix, in layout order;
+    column(name, dtype) gives one processed column."""
+    inputs: dict[str, torch.Tensor] = {}
+    groups = (
+        (NUMERIC, list(layout.numeric), np.float32),
+        (CATEGORY, [name for name, *_ in layout.categories], np.int64),
+    )
+    for key, names, dtype in groups:
+        if names:
+            matrix = np.empty((rows, len(names)), dtype=dtype)
+            for i, name in enumerate(names):
+                matrix[:, i] = column(name, dtype)
+            inputs[key] = torch.from_numpy(matrix)
+    return inputs
+
+
 def _padded_tokens(array: pa.ChunkedArray) -> np.ndarray:
     """list<int32> -> [rows, longest list] int64 matrix, zero-padded (vectorised via offsets)."""
     lists = array.combine_chunks()
@@ -100,18 +117,7 @@ class TensorTable:
     ) -> TensorTable:
         """`exact`: number targets as float64 (scoring: the true values a prediction file
         shows); training reads them as float32."""
-        inputs: dict[str, torch.Tensor] = {}
-        rows = table.num_rows
-        if layout.numeric:
-            matrix = np.empty((rows, len(layout.numeric)), dtype=np.float32)
-            for i, name in enumerate(layout.numeric):
-                matrix[:, i] = _column(table, name, np.float32)
-            inputs[NUMERIC] = torch.from_numpy(matrix)
-        if layout.categories:
-            matrix = np.empty((rows, len(layout.categories)), dtype=np.int64)
-            for i, (name, *_) in enumerate(layout.categories):
-                matrix[:, i] = _column(table, name, np.int64)
-            inputs[CATEGORY] = torch.from_numpy(matrix)
+        inputs = _matrices(layout, table.num_rows, lambda name, dtype: _column(table, name, dtype))
         for name, *_ in layout.texts:
             inputs[text_key(name)] = torch.from_numpy(_padded_tokens(table.column(name)))
         targets = {}
@@ -125,7 +131,7 @@ class TensorTable:
         row_ids = (
             torch.from_numpy(_column(table, ROW_ID, np.int64))
             if ROW_ID in table.column_names
-            else torch.arange(rows)
+            else torch.arange(table.num_rows)
         )
         return cls(inputs, targets, row_ids)
 
@@ -134,18 +140,7 @@ class TensorTable:
         """Rows to score from processed numpy columns (numbers and category codes: a request
         read without pandas, Predictor.answer_records), no targets."""
         assert not layout.texts, "a text input's tokens come through from_arrow"
-        inputs: dict[str, torch.Tensor] = {}
-        rows = len(columns[ROW_ID])
-        if layout.numeric:
-            matrix = np.empty((rows, len(layout.numeric)), dtype=np.float32)
-            for i, name in enumerate(layout.numeric):
-                matrix[:, i] = columns[name]
-            inputs[NUMERIC] = torch.from_numpy(matrix)
-        if layout.categories:
-            matrix = np.empty((rows, len(layout.categories)), dtype=np.int64)
-            for i, (name, *_) in enumerate(layout.categories):
-                matrix[:, i] = columns[name]
-            inputs[CATEGORY] = torch.from_numpy(matrix)
+        inputs = _matrices(layout, len(columns[ROW_ID]), lambda name, dtype: columns[name])
         return cls(inputs, {}, torch.from_numpy(np.asarray(columns[ROW_ID], dtype=np.int64)))
 
     def __len__(self) -> int:

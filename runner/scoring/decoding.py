@@ -186,7 +186,9 @@ def answers_by_row(columns: dict[str, np.ndarray], rows: int) -> list[dict]:
 
 
 def _plain(value):
-    """A JSON value: a non-finite float is null."""
+    """A JSON value: a numpy scalar as Python's, a non-finite float as null."""
+    if isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value

@@ -138,12 +138,14 @@ class Predictor:
     def metrics(self, scored: Scored) -> dict[str, float]:
         return compute_metrics(self.layout, self.decoders, scored.logits, scored.targets)
 
-    def answer_records(self, records: Sequence) -> list[dict]:
+    def answer_records(self, records: Sequence, checked: bool = False) -> list[dict]:
         """JSON-style rows -> one JSON-style answer per row (keyed like the prediction columns;
         nulls for a row that preprocessing dropped), as predict answers them. Each input's
         values are read without pandas where its type can (Feature.transform_records), a row
-        on its own; otherwise the request goes through records_frame and predict."""
-        self.check_records(records)
+        on its own; otherwise the request goes through records_frame and predict. `checked`:
+        check_request passed them already (the server checks each request before batching)."""
+        if not checked:
+            self.check_records(records)
         if not self._reads_records(records):
             frame = self.predict(self.records_frame(records))
             columns = {name: frame[name].to_numpy() for name in frame.columns}

@@ -153,7 +153,8 @@ class ModelServer:
         """Many requests' rows scored together; each gets its own rows back."""
         # A row that preprocessing dropped (a missing value with missing_value_strategy=drop_row)
         # is answered with nulls.
-        answers = self.predictor.answer_records([row for rows in requests for row in rows])
+        rows_of_all = [row for rows in requests for row in rows]
+        answers = self.predictor.answer_records(rows_of_all, checked=True)
         out, first = [], 0
         for rows in requests:
             out.append(answers[first : first + len(rows)])
