@@ -584,6 +584,14 @@ TABLE: tuple[Each | Callable[[dict], Iterable[Cells]], ...] = (
                 unit=" ms",
                 when="predictor_p99_ms",
             ),
+            Row(  # the floor under the row above: a route that never reaches the model
+                "serve: `GET /schema` p99 (the hop, no model) vs the Predictor's p99 ({key})",
+                "hop_p99_ms",
+                "predictor_p99_ms",
+                size="1 row",
+                unit=" ms",
+                when="hop_p99_ms",
+            ),
             Row(
                 "serve: the Predictor's p50 vs a bare forward on a ready tensor ({key})",
                 "predictor_p50_ms",

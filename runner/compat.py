@@ -65,7 +65,7 @@ INTERNALS = (
     Internal(
         "ray._private.worker",
         "_global_node",
-        "runner/fast_start.py: shutdown",
+        "runner/fast_start.py: shutdown; runner/serving/server.py: serve_logs",
         "ray.shutdown() of a Ray this run started waits ~1 s on the autoscaler monitor again",
     ),
     Internal(

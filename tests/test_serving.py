@@ -384,6 +384,7 @@ def test_haproxy_settings_go_to_the_environment_and_fall_back_without_a_binary(m
     monkeypatch.setenv("RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S", "5")
     settings = haproxy_environment(ServeConfig())
     assert settings["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
+    assert settings["RAY_SERVE_THROUGHPUT_OPTIMIZED"] == "1"
     assert "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S" not in settings  # the user's 5 stays
     ports = {settings["RAY_SERVE_HAPROXY_STATS_PORT"], settings["RAY_SERVE_HAPROXY_METRICS_PORT"]}
     assert len(ports) == 2 and all(p.isdigit() for p in ports)
@@ -458,14 +459,18 @@ def test_serve_command_runs_until_sigterm(model, tmp_path, ingress):
         )
         bad = requests.post(f"{url}/predict", data=b"[{", timeout=30)
         assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]
-        haproxies = []
+        haproxies, optimized = [], set()
         for child in psutil.Process(process.pid).children(recursive=True):
             try:
                 if child.name() == "haproxy":
                     haproxies.append(child)
+                elif "ServeReplica" in " ".join(child.cmdline()):
+                    optimized.add(child.environ().get("RAY_SERVE_THROUGHPUT_OPTIMIZED"))
             except psutil.NoSuchProcess:  # a short-lived helper of Ray's, gone meanwhile
                 pass
         assert bool(haproxies) == (ingress == "haproxy")
+        # Behind HAProxy the replica runs in Serve's throughput-optimized mode, not otherwise.
+        assert optimized == ({"1"} if ingress == "haproxy" else {None})
     finally:
         output = stop_serve(process)
     assert process.returncode == 0, output[-3000:]

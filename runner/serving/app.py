@@ -77,14 +77,14 @@ class ModelServer:
             raise RuntimeError("the model is not loaded")
 
     @api.get("/health")
-    def health(self) -> dict:
+    def health(self) -> dict:  # a plain def: serve.status() blocks, so FastAPI's thread pool
         started = time.perf_counter()
         answer = {"status": "ok", "replicas": _replica_states()}
         self.counts.observe("/health", 200, time.perf_counter() - started)
         return answer
 
     @api.get("/schema")
-    def schema(self) -> dict:
+    async def schema(self) -> dict:  # async: FastAPI runs a plain def in its thread pool
         started = time.perf_counter()
         answer = self.predictor.schema()
         self.counts.observe("/schema", 200, time.perf_counter() - started)

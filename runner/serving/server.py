@@ -78,7 +78,9 @@ def haproxy_environment(settings: ServeConfig) -> dict[str, str]:
     when it imports Serve: so they go into this process's environment before it starts Ray (the
     raylet and every actor inherit it). serve.ingress decides the flag; for the drain and the
     ports, a value the user set wins. Without an HAProxy binary, Serve's own proxy answers, and
-    the log says why."""
+    the log says why. Behind HAProxy, the replicas run in Serve's throughput-optimized mode:
+    the model's code on the replica's own event loop (no thread hop per request), request
+    logs buffered and kept off the console (in Ray's session logs, serve/)."""
     haproxy = settings.ingress == "haproxy"
     if haproxy and haproxy_binary() is None:
         log.warning(
@@ -98,6 +100,9 @@ def haproxy_environment(settings: ServeConfig) -> dict[str, str]:
         # (8404, 9101): free ports here, so a second server on the machine does not collide.
         "RAY_SERVE_HAPROXY_STATS_PORT": str(stats),
         "RAY_SERVE_HAPROXY_METRICS_PORT": str(metrics),
+        # Ray's pairing for HAProxy: a single-row answer 0.73x the time at p50 (bench serving
+        # section, interleaved); without HAProxy it enables direct ingress too, so not there.
+        "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
     }
     return {
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
@@ -141,6 +146,14 @@ def deploy(settings: ServeConfig, model_dir: str) -> str:
     return f"http://{settings.host}:{settings.port}"
 
 
+def serve_logs() -> str:
+    """Where Serve writes the replicas' logs (the only place, behind HAProxy)."""
+    import ray
+
+    node = getattr(ray._private.worker, "_global_node", None)  # a Ray this process started
+    return str(Path(node.get_logs_dir_path()) / "serve") if node else "Ray's session logs, serve/"
+
+
 def serve_until_stopped(settings: ServeConfig, model_dir: str | None) -> None:
     started = time.perf_counter()
     Predictor.load(model_dir)  # a bad model_dir fails here, in one line, before Ray starts
@@ -164,11 +177,12 @@ def serve_until_stopped(settings: ServeConfig, model_dir: str | None) -> None:
         url = deploy(settings, model_dir)
         log.info(
             "serving %s at %s (%d replica(s), ready in %.1fs): GET /health, GET /schema, GET /metrics, POST /predict; "
-            "Ctrl-C or SIGTERM stops it",
+            "Ctrl-C or SIGTERM stops it; the replicas' logs: %s",
             model_dir,
             url,
             settings.num_replicas,
             time.perf_counter() - started,
+            serve_logs(),
         )
         print(f"serving at {url}", flush=True)
         stop.wait()
