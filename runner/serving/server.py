@@ -165,7 +165,8 @@ def serve_until_stopped(settings: ServeConfig, model_dir: str | None) -> None:
     else:
         log.info(
             "serve: on the Ray cluster this run attaches to, whose environment picks the "
-            "ingress (RAY_SERVE_ENABLE_HA_PROXY=1 at `ray start` for HAProxy)"
+            "ingress (RAY_SERVE_ENABLE_HA_PROXY=1 RAY_SERVE_THROUGHPUT_OPTIMIZED=1 at `ray start` "
+            "for HAProxy in the mode command=serve sets itself)"
         )
     from ray import serve
 
