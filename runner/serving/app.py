@@ -77,7 +77,7 @@ class ModelServer:
             raise RuntimeError("the model is not loaded")
 
     @api.get("/health")
-    def health(self) -> dict:  # a plain def: serve.status() blocks, so FastAPI's thread pool
+    def health(self) -> dict:  # not async: serve.status() blocks; FastAPI runs a def in a thread
         started = time.perf_counter()
         answer = {"status": "ok", "replicas": _replica_states()}
         self.counts.observe("/health", 200, time.perf_counter() - started)
