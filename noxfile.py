@@ -14,7 +14,7 @@ PYTHON_DIRS = ["run.py", "runner", "tests", "bench", "scripts", "hydra_plugins",
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Every test: real Ray clusters, Horovod and DDP workers, the S3 server (about 26 minutes on 2 cores)."""
+    """Every test: real Ray clusters, Horovod and DDP workers, the S3 server (about 28 minutes on 2 cores)."""
     session.run(sys.executable, "-m", "pytest", "-q", *session.posargs)
 
 
