@@ -147,7 +147,7 @@ class Predictor:
         if not checked:
             self.check_records(records)
         if not self._reads_records(records):
-            frame = self.predict(self.records_frame(records))
+            frame = self.predict(self._frame(records, check_values=not checked))
             columns = {name: frame[name].to_numpy() for name in frame.columns}
         else:
             data = TensorTable.from_columns(self._record_columns(records), self.layout)
@@ -161,7 +161,7 @@ class Predictor:
         not the batch it would have joined."""
         self.check_records(records)
         if not self._reads_records(records):
-            self.records_frame(records)
+            self._frame(records, check_values=True)
 
     def _reads_records(self, records: Sequence) -> bool:
         return all(f.reads_records([row[f.name] for row in records]) for f in self.features.inputs)
@@ -215,9 +215,15 @@ class Predictor:
         """JSON-style rows (a list of objects) -> a frame, checked as check_records checks
         them and by each input's type. Errors name the row and field."""
         self.check_records(records)
+        return self._frame(records, check_values=True)
+
+    def _frame(self, records: Sequence, check_values: bool) -> pd.DataFrame:
+        """Records that check_records passed as a frame; `check_values`: each input's type
+        checks its values too (answer_records(checked=True): check_request did)."""
         frame = pd.DataFrame.from_records(list(records), columns=self.input_names)
-        for feature in self.features.inputs:  # a bad value is this request's error, not the batch's
-            feature.check_values(frame[feature.name], self.stats[feature.name])
+        if check_values:  # a bad value is this request's error, not the batch's
+            for feature in self.features.inputs:
+                feature.check_values(frame[feature.name], self.stats[feature.name])
         return frame
 
 
