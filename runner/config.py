@@ -200,8 +200,7 @@ class ModelConfig:
     output_features: list[FeatureConfig] | None = None
     # network (the neural network below) | gbm (gradient-boosted trees: model.gbm) |
     # ensemble (both on the same splits, weighted on the validation split) | auto (the
-    # ensemble where trees fit the output and the training split has at most
-    # ensemble_max_rows rows, else the network: pick_family)
+    # ensemble where trees fit the output, at every size, else the network: pick_family)
     family: str = "auto"
     gbm: GBMConfig = field(default_factory=GBMConfig)
     combiner: str = "concat"  # concat (MLP) | residual (residual MLP) | transformer
@@ -232,8 +231,8 @@ class ModelConfig:
     # seconds on a small table, the run's whole cost at a million rows (docs/accuracy.md).
     # In the ensemble family, auto is 1: the trees bring what the members would.
     ensemble_size: int | None = None
-    # The largest training split auto ensembles (the family and the members): an ensemble's
-    # cost is a multiple of one model's, and the suite measures its gain up to 41k rows only.
+    # The largest training split whose network auto gives members (ensemble_size): they
+    # multiply the MLP's work per row.
     ensemble_max_rows: int = 50_000
     # The ensemble trains its network and its trees at once (each on a share of the cores,
     # runner/training/families.py) from this many training rows; below, one after the other:
@@ -315,28 +314,18 @@ class ModelConfig:
         """Trees (model.family gbm, ensemble) predict one binary, category or number output."""
         return len(outputs) == 1 and outputs[0].type in TREE_OUTPUT_TYPES
 
-    def pick_family(self, train_rows: int | None) -> tuple[str, str]:
-        """model.family, or its auto pick for these outputs and a training split of
-        `train_rows` rows, and why (docs/accuracy.md)."""
+    def pick_family(self) -> tuple[str, str]:
+        """model.family, or its auto pick for these outputs, and why (docs/accuracy.md): the
+        ensemble at every size where trees fit, its members weighted on validation."""
         if self.family != "auto":
             return self.family, "model.family"
         outputs = self.output_features or []
         if not self.trees_fit(outputs):
             kinds = ", ".join(f"{f.name} ({f.type})" for f in outputs)
             return "network", f"trees predict one binary, category or number output, not {kinds}"
-        if train_rows is None:  # a cache from before the split counts were kept
-            return (
-                "network",
-                "the training split's size is unknown, and the ensemble's cost grows with it",
-            )
-        if train_rows > self.ensemble_max_rows:
-            return "network", (
-                f"{train_rows:,} training rows, more than model.ensemble_max_rows="
-                f"{self.ensemble_max_rows:,}: the ensemble's cost grows with the rows"
-            )
         return "ensemble", (
-            "the network and trees weighted on validation: at or above the better of the two "
-            "on every table of the accuracy suite"
+            "the network and the trees on the same splits, weighted on validation, so the "
+            "model is at least the better of the two there (the weights below)"
         )
 
     def ensemble_members(self, train_rows: int | None) -> tuple[int, str]:

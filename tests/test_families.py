@@ -200,6 +200,48 @@ def test_the_ensemble_is_weighted_on_validation_and_no_worse_than_a_member(data,
     assert losses["ensemble"] <= min(losses["network"], losses["gbm"]) + 1e-9
 
 
+def _steps_or_sums(kind: str, rows: int = 3000) -> pd.DataFrame:
+    """A table whose target trees fit and a network does not (thresholds and their
+    interactions: `steps`), or the reverse (a smooth sum of 24 inputs, which axis-aligned
+    splits only approximate: `sums`)."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(rows, 24))
+    if kind == "steps":
+        y = 3.0 * (x[:, 0] > 0.5) + 2.0 * ((x[:, 1] > 0.2) & (x[:, 2] < -0.1)) - (x[:, 3] > 1.0)
+    else:
+        y = x @ np.linspace(-1.0, 1.0, 24)
+    frame = pd.DataFrame(x, columns=[f"x{i}" for i in range(24)])
+    frame["y"] = y + rng.normal(scale=0.05, size=rows)
+    return frame
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,winner", [("steps", "gbm"), ("sums", "network")])
+def test_auto_weights_the_family_that_wins_on_validation(tmp_path, caplog, kind, winner):
+    """model.family=auto trains the network and the trees at every size (side by side here, as
+    past 50,000 training rows) and the validation split decides: the family that fits the
+    table carries the model, and the log names the figures it was chosen from."""
+    _steps_or_sums(kind).to_csv(tmp_path / "t.csv", index=False)
+    caplog.set_level("INFO")
+    metrics = run_experiment(
+        tmp_path / "run",
+        tmp_path / "cache",
+        f"dataset.path={tmp_path / 't.csv'}",
+        "dataset.target=y",
+        "model.ensemble_side_by_side_rows=0",
+        "trainer.epochs=8",
+    )
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())["training"]
+    weights, figures = saved["ensemble_weights"], saved["ensemble_members_validation"]
+    loser = "network" if winner == "gbm" else "gbm"
+    assert weights[winner] > weights[loser]
+    assert figures[winner]["y/r2"] > figures[loser]["y/r2"]
+    assert metrics["validation"]["y/r2"] >= figures[winner]["y/r2"] - 1e-6
+    assert "model.family=auto picked ensemble" in caplog.text
+    shown = f"{winner} {weights[winner]:.2f} (y/r2 {figures[winner]['y/r2']:.4f})"
+    assert shown in caplog.text
+
+
 def test_the_members_train_side_by_side_into_the_same_ensemble(data, ensemble, caplog):
     """From model.ensemble_side_by_side_rows training rows (0 here; the default's 50,000 keep
     this table one after the other), the network and the trees train at once, each on a share
@@ -454,12 +496,30 @@ def test_trees_train_data_parallel_on_ray_at_the_accuracy_of_one_worker(data, tr
         "good",
         "trainer.num_workers=2",
         "trainer.resources_per_worker={CPU: 0.5}",
+        "model.gbm.num_threads=1",  # more than a worker's CPUs spins: 1.1 s became 62 s
         backend="ray",
     )
     saved = json.loads((run_dir / "metrics.json").read_text())
     assert saved["training"]["world_size"] == 2 and saved["training"]["gbm_rounds"] >= 1
+    # Each worker read its own share of the training rows, not the whole split, and boosted
+    # on the threads it was given.
+    workers = saved["training"]["gbm_workers"]
+    train_rows = json.loads((run_dir / "model" / "meta.json").read_text())["rows"]["train"]
+    assert [w["rank"] for w in workers] == [0, 1]
+    assert sum(w["train_rows"] for w in workers) == train_rows
+    assert all(0 < w["train_rows"] < train_rows for w in workers)
+    assert all(w["threads"] == 1 for w in workers)
+    booster = (run_dir / "model" / "booster.txt").read_text()
+    assert "[num_threads: 1]" in booster and "[tree_learner: data]" in booster
     assert abs(metrics["test"]["good/roc_auc"] - local["test"]["good/roc_auc"]) < 0.02
     assert isinstance(Predictor.load(run_dir / "model").saved.model, TreeModel)
+
+
+def test_a_ray_workers_tree_threads_come_from_its_cpus_unless_set():
+    assert families.worker_threads(None, {"CPU": 0.5}) == 1
+    assert families.worker_threads(None, {"CPU": 3.0}) == 3
+    assert families.worker_threads(None, {}) == 1
+    assert families.worker_threads(4, {"CPU": 1.0}) == 4
 
 
 def test_training_metrics_of_fitted_models_come_from_evenly_spread_rows():

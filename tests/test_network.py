@@ -107,18 +107,15 @@ def test_the_ensemble_is_on_by_itself_for_small_tables_only():
     assert small.members == 4
 
 
-def test_auto_picks_the_ensemble_for_one_tree_output_up_to_ensemble_max_rows():
+def test_auto_picks_the_ensemble_for_one_tree_output_at_every_size():
     binary = [FeatureConfig(name="y", type="binary")]
     auto = ModelConfig(output_features=binary)
-    assert auto.family == "auto" and auto.pick_family(40_000)[0] == "ensemble"
-    family, why = auto.pick_family(700_000)
-    assert family == "network" and "more than model.ensemble_max_rows=50,000" in why
+    family, why = auto.pick_family()
+    assert auto.family == "auto" and family == "ensemble" and "weighted on validation" in why
     two = ModelConfig(output_features=[*binary, FeatureConfig(name="z", type="number")])
-    family, why = two.pick_family(100)
+    family, why = two.pick_family()
     assert family == "network" and "not y (binary), z (number)" in why
-    assert ModelConfig(family="gbm").pick_family(10**6) == ("gbm", "model.family")
-    family, why = auto.pick_family(None)  # as the members' auto pick: no size, no ensemble
-    assert family == "network" and "size is unknown" in why
+    assert ModelConfig(family="gbm").pick_family() == ("gbm", "model.family")
 
 
 def test_category_embeddings_take_their_own_width_and_a_feature_its_own():

@@ -1,8 +1,9 @@
 """The loader seam: from a cached split to torch batches.
 
 The driver cuts a split into one shard handle per worker (`shards`); each worker
-opens its own (`open`) and iterates training batches and evaluation chunks. The
-local Arrow reader and Ray Data differ only behind these four calls.
+opens its own (`open`) and iterates training batches and evaluation chunks, or takes
+its rows whole (`table`: the trees). The local Arrow reader and Ray Data differ only
+behind these five calls.
 """
 
 from __future__ import annotations
@@ -37,3 +38,6 @@ class Loader(Protocol):
 
     def eval_batches(self, data) -> Iterator[TensorTable]:
         """Chunks in order, for evaluation and scoring."""
+
+    def table(self, data) -> TensorTable:
+        """Every row of an opened shard as one table (trees fit from it whole)."""

@@ -53,3 +53,6 @@ class LocalLoader:
 
     def eval_batches(self, data: TensorTable) -> Iterator[TensorTable]:
         return data.chunks(self.eval_batch_size)
+
+    def table(self, data: TensorTable) -> TensorTable:
+        return data

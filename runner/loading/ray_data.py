@@ -198,6 +198,11 @@ class RayDataLoader:
         ):
             yield TensorTable.from_arrow(batch, layout)
 
+    def table(self, shard: RayShard) -> TensorTable:
+        if shard.table is not None:
+            return shard.table
+        return TensorTable.concat(list(self.eval_batches(shard)))
+
 
 def windows(spans: list, rows: int) -> Iterator[list]:
     """Consecutive spans grouped into windows of at least `rows` rows (the last: the rest)."""

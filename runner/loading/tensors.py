@@ -143,6 +143,18 @@ class TensorTable:
         inputs = _matrices(layout, len(columns[ROW_ID]), lambda name, dtype: columns[name])
         return cls(inputs, {}, torch.from_numpy(np.asarray(columns[ROW_ID], dtype=np.int64)))
 
+    @classmethod
+    def concat(cls, tables: list[TensorTable]) -> TensorTable:
+        """The tables' rows one after the other (at least one table)."""
+        if len(tables) == 1:
+            return tables[0]
+        first = tables[0]
+        return cls(
+            {k: torch.cat([t.inputs[k] for t in tables]) for k in first.inputs},
+            {k: torch.cat([t.targets[k] for t in tables]) for k in first.targets},
+            torch.cat([t.row_ids for t in tables]),
+        )
+
     def __len__(self) -> int:
         return len(self.row_ids)
 

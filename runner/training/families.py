@@ -3,7 +3,8 @@
 network: the one training loop, run by the trainer (local, Horovod, DDP) on the backend.
 gbm: LightGBM on the training split, early-stopped on the validation split, in this process.
 ensemble: both on the same splits, then greedy ensemble weights on the validation split
-(runner.model.ensemble). Every family returns a TrainingResult whose model is a ScoringModel;
+(runner.model.ensemble); on Ray, the network on the distributed trainer and the trees on
+Ray Train. Every family returns a TrainingResult whose model is a ScoringModel;
 the train and validation metrics of a tree or an ensemble come from the one scoring path, as a
 network's validation metrics do.
 """
@@ -19,11 +20,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import torch
 
 from runner.config import ModelConfig, TrainerConfig
 from runner.errors import UserError
 from runner.fast_start import import_lightgbm
+from runner.loading.row_spans import read_spans, row_groups
 from runner.loading.tensors import TensorTable
 from runner.model.ensemble import EnsembleModel, select_weights
 from runner.model.gbm import (
@@ -42,11 +45,14 @@ from runner.training.reporting import listening, report_epoch, stopped_by_schedu
 log = logging.getLogger(__name__)
 
 
-def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, trainer, backend):
+def fit_family(
+    model: ModelConfig, fit_network, splits: Location, meta: dict, trainer, backend, loader
+):
     """The family's TrainingResult. `fit_network()` runs the trainer (the network's loop); gbm's
-    trees train data-parallel on Ray with the trainer's workers where it has more than one. The
-    ensemble's trees train here, on the splits it reads for its weights anyway: Ray Train's
-    workers would ask for CPUs that a Tune trial's network workers hold, and wait for ever."""
+    trees train data-parallel on Ray with the trainer's workers where it has more than one,
+    each reading its own rows through `loader` (the network's shards). The ensemble's trees
+    follow its network: on Ray Train where the network trained on Ray's workers (_trees_on_ray),
+    else here, beside the network or after it."""
     if model.family == "network":
         return fit_network()
     layout = Layout.from_meta(meta, model)
@@ -56,7 +62,8 @@ def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, tr
                 f"model.family=gbm has no input trees can split on: {_no_tree_inputs(layout)}; "
                 "use model.family=network or ensemble"
             )
-        return fit_trees(splits, meta, model, trainer.settings, _tree_workers(trainer, backend))
+        workers = _tree_workers(trainer, backend)
+        return fit_trees(splits, meta, model, trainer.settings, workers, loader=loader)
     if not tree_inputs(layout):
         network = fit_network()
         if network is None:  # under horovodrun, the ranks other than 0
@@ -66,6 +73,20 @@ def fit_family(model: ModelConfig, fit_network, splits: Location, meta: dict, tr
         )
         alone = EnsembleModel({"network": network.model}, {"network": 1.0}, layout)
         return replace(network, model=alone, family={"ensemble_weights": {"network": 1.0}})
+    if _trees_on_ray(trainer, backend):
+        # The network on the distributed trainer, then the trees on Ray Train with the same
+        # workers' resources, each reading its own rows; the driver reads what the weights and
+        # metrics need (the validation split, a spread sample of the training rows).
+        network = fit_network()
+        tables = (
+            _read_spread(splits, "train", layout, TRAIN_METRIC_ROWS),
+            _read(splits, "validation", layout),
+        )
+        workers = _tree_workers(trainer, backend)
+        trees = fit_trees(
+            splits, meta, model, trainer.settings, workers, tables, scored=False, loader=loader
+        )
+        return combine(network, trees, tables, meta, model)
     split = _thread_split(model, trainer, layout.train_rows)
     if split is None:
         network = fit_network()
@@ -204,6 +225,17 @@ def _no_tree_inputs(layout: Layout) -> str:
     )
 
 
+def _trees_on_ray(trainer, backend) -> bool:
+    """The ensemble's trees train on Ray Train: its network trains on Ray's workers, outside
+    a sweep trial's placement group (whose CPUs the trial's own workers hold: Ray Train's would
+    wait for them forever; there the trees train in this process)."""
+    if not (trainer.distributed and backend.offers_ray):
+        return False
+    import ray
+
+    return ray.util.get_current_placement_group() is None
+
+
 def _tree_workers(trainer, backend) -> tuple[int, dict]:
     """(workers, resources each): the trainer's on a backend with Ray, else one here."""
     if not trainer.distributed or not backend.offers_ray:
@@ -221,12 +253,27 @@ def check_tree_outputs(layout: Layout, family: str) -> None:
         )
 
 
-def _read(splits: Location, split: str, layout: Layout, rank: int = 0, size: int = 1):
-    """A split's rows (every size-th from rank) as the batch's input groups."""
-    table = splits.join(split).read_table()
-    if size > 1:
-        table = table.take(np.arange(rank, table.num_rows, size))
-    return TensorTable.from_arrow(table, layout)
+def _read(splits: Location, split: str, layout: Layout):
+    """A split's rows as the batch's input groups."""
+    return TensorTable.from_arrow(splits.join(split).read_table(), layout)
+
+
+def _read_spread(splits: Location, split: str, layout: Layout, most: int) -> TensorTable:
+    """At most `most` of a split's rows, evenly spaced (as _spread picks them), read a row group
+    at a time: the driver of trees trained on Ray never holds the whole split."""
+    groups = row_groups(splits.join(split))
+    rows = sum(g[2] for g in groups)
+    if rows <= most:
+        return _read(splits, split, layout)
+    wanted = np.linspace(0, rows - 1, most).round().astype(np.int64)
+    parts, offset = [], 0
+    for path, index, count, _ in groups:
+        local = wanted[(wanted >= offset) & (wanted < offset + count)] - offset
+        if len(local):
+            table = read_spans(splits.join(split), [(path, index, 0, count)])
+            parts.append(table.take(pa.array(local)))
+        offset += count
+    return TensorTable.from_arrow(pa.concat_tables(parts), layout)
 
 
 def fit_trees(
@@ -239,9 +286,11 @@ def fit_trees(
     scored: bool = True,
     threads: int | None = None,
     stop: threading.Event | None = None,
+    loader=None,
 ) -> TrainingResult:
     """One booster on the training split, early-stopped on the validation split: here, or
-    data-parallel on Ray Train's LightGBMTrainer with `workers` = (count, resources each).
+    data-parallel on Ray Train's LightGBMTrainer with `workers` = (count, resources each),
+    each worker reading its share of the training rows through `loader`.
     `scored`: with its train and validation metrics (an ensemble's member goes without: the
     ensemble's own are what count). `threads`, `stop`: an ensemble's trees training beside its
     network (their thread count; the event that ends them)."""
@@ -259,7 +308,9 @@ def fit_trees(
         log.info(
             "trees: LightGBM data-parallel on Ray Train, %d workers, %s each", count, resources
         )
-        booster, evals, fit_seconds = _fit_on_ray(splits, meta, model, trainer, count, resources)
+        booster, evals, fit_seconds = _fit_on_ray(
+            splits, meta, model, trainer, count, resources, loader
+        )
     else:
         booster, evals, fit_seconds = _boost(
             splits, meta, model, trainer, tables=tables, threads=threads, stop=stop
@@ -274,33 +325,35 @@ def fit_trees(
         model.gbm.early_stopping_rounds,
         fit_seconds,
     )
-    train, validation = tables or tuple(_read(splits, s, layout) for s in ("train", "validation"))
+    if tables is not None:
+        train, validation = tables
+    else:  # the training rows only as many as its metrics take (TRAIN_METRIC_ROWS)
+        train = _read_spread(splits, "train", layout, TRAIN_METRIC_ROWS)
+        validation = _read(splits, "validation", layout)
     tree = TreeModel(booster, layout, model.gbm.num_threads)
     result = _result(tree, layout, meta, train, validation, evals, rounds, scored)
     result.train_seconds = time.perf_counter() - started
     result.step_seconds = fit_seconds
-    result.samples_seen = len(train) * rounds
+    result.samples_seen = (layout.train_rows or len(train)) * rounds
     result.world_size = count
     result.stopped_by_scheduler = stopped_by_scheduler()
     result.family = {"gbm_rounds": rounds, "gbm_rounds_run": run}
+    if "workers" in evals:  # on Ray: each worker's rows and threads
+        result.family["gbm_workers"] = evals["workers"]
     return result
 
 
-def _boost(
-    splits, meta, model, trainer, rank=0, size=1, network=None, tables=None, threads=None, stop=None
-):
-    """lightgbm.train on this worker's rows (every size-th from rank), or on `tables` (train,
-    validation) already read: (booster, the losses of each round, seconds). `network`:
-    LightGBM's distributed settings (Ray Train's); `threads`, `stop`: fit_trees'."""
+def _boost(splits, meta, model, trainer, network=None, tables=None, threads=None, stop=None):
+    """lightgbm.train on the splits, or on `tables` (train, validation) already read: (booster,
+    the losses of each round, seconds). `network`: LightGBM's distributed settings (Ray
+    Train's), with `tables` a worker's own training rows; `threads`, `stop`: fit_trees'."""
     lgb = import_lightgbm()
 
     layout = Layout.from_meta(meta, model)
     spec = layout.outputs[0]
     settings = model.gbm
-    # The whole validation split on every worker: the same trees score the same rows, so every
-    # worker's early stopping ends at the same round (stopping apart, they would wait forever).
     train, validation = tables or (
-        _read(splits, "train", layout, rank, size),
+        _read(splits, "train", layout),
         _read(splits, "validation", layout),
     )
     names, categorical = feature_names(layout), categorical_indices(layout)
@@ -327,7 +380,7 @@ def _boost(
         "bagging_fraction": settings.bagging_fraction,
         "bagging_freq": 1 if settings.bagging_fraction < 1 else 0,
         "lambda_l2": settings.lambda_l2,
-        "num_threads": 1 if network is not None else threads or tree_threads(settings.num_threads),
+        "num_threads": threads or tree_threads(settings.num_threads),
         "seed": trainer.seed,
         "deterministic": True,
         "verbosity": -1,
@@ -418,9 +471,10 @@ class _SchedulerReports:
             raise lgb.callback.EarlyStopException(best, env.evaluation_result_list)
 
 
-def _fit_on_ray(splits, meta, model, trainer, count: int, resources: dict):
-    """The booster `count` Ray Train workers train, each on its share of the rows (LightGBM's
-    data-parallel tree learner: histograms summed over the workers' network); rank 0's."""
+def _fit_on_ray(splits, meta, model, trainer, count: int, resources: dict, loader):
+    """The booster `count` Ray Train workers train, each on its own share of the training rows
+    (the loader's shards, as the network's workers read theirs; LightGBM's data-parallel tree
+    learner sums histograms over the workers' network), with `resources` each; rank 0's."""
     import uuid
 
     lgb = import_lightgbm()
@@ -431,8 +485,18 @@ def _fit_on_ray(splits, meta, model, trainer, count: int, resources: dict):
     from runner.training.ray_train import without_cleaner
 
     out = Path(tempfile.mkdtemp(prefix="trees-"))
-    results = Queue(maxsize=1, actor_options={"num_cpus": 0})  # rank 0's booster, on any node
-    config = {"splits": splits, "meta": meta, "model": model, "trainer": trainer, "out": results}
+    # Rank 0's booster, then every worker's facts (rank, rows, threads), on any node.
+    results = Queue(maxsize=count + 1, actor_options={"num_cpus": 0})
+    config = {
+        "splits": splits,
+        "meta": meta,
+        "model": model,
+        "trainer": trainer,
+        "out": results,
+        "loader": loader,
+        "shards": loader.shards(splits.join("train"), count, equal=False),
+        "threads": worker_threads(model.gbm.num_threads, resources),
+    }
     try:
         without_cleaner(LightGBMTrainer)(
             _tree_worker,
@@ -444,13 +508,26 @@ def _fit_on_ray(splits, meta, model, trainer, count: int, resources: dict):
                 failure_config=FailureConfig(max_failures=0),
             ),
         ).fit()
-        text, best, evals, seconds = results.get(timeout=60)
+        replies = [results.get(timeout=60) for _ in range(count + 1)]
     finally:
         results.shutdown()
         shutil.rmtree(out, ignore_errors=True)
+    text, best, evals, seconds = next(r[1] for r in replies if r[0] == "booster")
+    workers = sorted(r[1] for r in replies if r[0] == "worker")
+    log.info(
+        "trees: %s",
+        "; ".join(f"worker {r} read {n:,} training rows, {t} threads" for r, n, t in workers),
+    )
+    evals["workers"] = [{"rank": r, "train_rows": n, "threads": t} for r, n, t in workers]
     booster = lgb.Booster(model_str=text)  # its trees up to the best round
     booster.best_iteration = best
     return booster, evals, seconds
+
+
+def worker_threads(num_threads: int | None, resources: dict) -> int:
+    """A Ray worker's LightGBM threads: model.gbm.num_threads, else its whole CPUs of
+    trainer.resources_per_worker (at least one)."""
+    return num_threads or max(1, int(resources.get("CPU", 1)))
 
 
 def _tree_worker(config: dict) -> None:
@@ -458,13 +535,33 @@ def _tree_worker(config: dict) -> None:
     import ray.train.lightgbm
 
     context = ray.train.get_context()
-    rank, size = context.get_world_rank(), context.get_world_size()
-    network = {**ray.train.lightgbm.get_network_params(), "tree_learner": "data"}
+    rank = context.get_world_rank()
+    network = {
+        **ray.train.lightgbm.get_network_params(),
+        "tree_learner": "data",
+        "pre_partition": True,  # each worker holds its own rows, not a copy of all of them
+    }
+    layout = Layout.from_meta(config["meta"], config["model"])
+    loader = config["loader"]
+    train = loader.table(loader.open(config["shards"][rank], layout))
+    # The whole validation split on every worker: the same trees score the same rows, so every
+    # worker's early stopping ends at the same round (stopping apart, they would wait forever).
+    validation = _read(config["splits"], "validation", layout)
+    threads = config["threads"]
     booster, evals, seconds = _boost(
-        config["splits"], config["meta"], config["model"], config["trainer"], rank, size, network
+        config["splits"],
+        config["meta"],
+        config["model"],
+        config["trainer"],
+        network,
+        (train, validation),
+        threads,
     )
+    config["out"].put(("worker", (rank, len(train), threads)))
     if rank == 0:
-        config["out"].put((booster.model_to_string(), booster.best_iteration, evals, seconds))
+        config["out"].put(
+            ("booster", (booster.model_to_string(), booster.best_iteration, evals, seconds))
+        )
 
 
 def _result(model, layout, meta, train, validation, evals, best, scored=True) -> TrainingResult:
@@ -561,19 +658,33 @@ def combine(
             logits = _logits(members[name], layout, table)[spec.name]
         return spec.head.to_space(logits)
 
+    decoders = Decoders(meta)
+    figures: dict[str, dict] = {}  # each member's validation metrics, which the weights follow
     if len(validation):
         predictions = {name: space(name, "validation", validation) for name in members}
         target = validation.targets[spec.name].numpy()
         weights, rounds = select_weights(spec, predictions, target)
+        targets = {k: v.numpy() for k, v in validation.targets.items()}
+        for name, prediction in predictions.items():
+            logits = {spec.name: spec.head.to_logits(prediction).astype(np.float32)}
+            figures[name] = compute_metrics(layout, decoders, logits, targets)
     else:
         weights, rounds = {"network": 0.5, "gbm": 0.5}, []
+    metric = f"{spec.name}/{spec.head.metrics[0]}"
     log.info(
         "ensemble weights from the validation split (%d greedy rounds): %s",
         len(rounds),
-        ", ".join(f"{name} {w:.2f}" for name, w in weights.items()),
+        ", ".join(
+            f"{name} {w:.2f}"
+            + (
+                f" ({metric} {figures[name][metric]:.4f})"
+                if metric in figures.get(name, {})
+                else ""
+            )
+            for name, w in weights.items()
+        ),
     )
     ensemble = EnsembleModel(members, weights, layout)
-    decoders = Decoders(meta)
     metrics: dict[str, dict] = {"train": {}, "validation": {}}
     # The same figures as scoring the ensemble itself: it averages its members' predictions.
     if len(sample):
@@ -585,6 +696,10 @@ def combine(
         logits = {spec.name: ensemble.logits_from(spec, predictions)}
         targets = {k: v.numpy() for k, v in validation.targets.items()}
         metrics["validation"] = compute_metrics(layout, decoders, logits, targets)
+        if metric in metrics["validation"]:
+            log.info(
+                "ensemble: %s %.4f on the validation split", metric, metrics["validation"][metric]
+            )
     history = [dict(h) for h in network.history]
     best = network.best_epoch
     for entry in history:
@@ -595,5 +710,10 @@ def combine(
         history=history,
         model=ensemble,
         train_seconds=seconds or network.train_seconds + trees.train_seconds,
-        family={"ensemble_weights": weights, "gbm_rounds": trees.best_epoch},
+        family={
+            "ensemble_weights": weights,
+            "gbm_rounds": trees.best_epoch,
+            # Each member's validation metrics: what the weights were chosen from.
+            "ensemble_members_validation": figures,
+        },
     )
