@@ -269,6 +269,75 @@ def serving_replicas(sections: dict) -> Iterable[Cells]:
         )
 
 
+SCALE_FAMILIES = ("default", "gbm", "network")
+
+
+def scale_rows(sections: dict) -> Iterable[Cells]:
+    """The scale ladder (bench/suite.py scale_section): each run's wall and rows/s; per family
+    and backend, the largest size's wall over the next smaller one's; on Ray, the trees'
+    workers' peaks together against the one-process trees' peak, the driver's peak against
+    the smallest size's."""
+
+    def runs(family: str, backend: str, fmt: str) -> dict:
+        return sections.get(f"scale {family} {backend} {fmt}", {})
+
+    for fmt in ("csv", "parquet"):
+        for family in SCALE_FAMILIES:
+            for backend in ("local", "ray"):
+                entries = runs(family, backend, fmt)
+                sizes = sorted(entries, key=parse_size)
+                for size in sizes:
+                    e = entries[size]
+                    yield Cells(
+                        f"scale: {family}, {backend}, {fmt}: wall (rows/s)",
+                        size,
+                        e["wall_seconds"],
+                        e.get("rows_per_second"),
+                        unit="",
+                    )
+                for small, large in zip(sizes, sizes[1:], strict=False):
+                    yield Cells(
+                        f"scale: {family}, {backend}, {fmt}: wall at {large} vs at {small}",
+                        f"{large}/{small}",
+                        entries[large]["wall_seconds"],
+                        entries[small]["wall_seconds"],
+                        ratio(entries[large]["wall_seconds"], entries[small]["wall_seconds"]),
+                        target=f"<= {1.1 * parse_size(large) / parse_size(small):g}x",
+                        unit="s",
+                    )
+                if backend == "ray" and len(sizes) > 1:
+                    first, last = entries[sizes[0]], entries[sizes[-1]]
+                    yield Cells(
+                        f"scale: {family}, ray, {fmt}: the driver's peak PSS",
+                        f"{sizes[-1]}/{sizes[0]}",
+                        last["driver_peak_memory_mb"],
+                        first["driver_peak_memory_mb"],
+                        ratio(last["driver_peak_memory_mb"], first["driver_peak_memory_mb"]),
+                        target="flat",
+                        unit=" MB",
+                    )
+        local, ray = runs("gbm", "local", fmt), runs("gbm", "ray", fmt)
+        for size in sorted(set(local) & set(ray), key=parse_size):
+            workers = [p for p, name in ray[size]["worker_peaks_mb"] if "Worker" in name]
+            together = sum(sorted(workers, reverse=True)[:2]) or None
+            yield Cells(
+                f"scale: gbm on Ray, 2 workers' peak PSS together vs one process ({fmt})",
+                size,
+                together,
+                local[size]["peak_memory_mb"],
+                ratio(together, local[size]["peak_memory_mb"]),
+                target="<= 1.3x",
+                unit=" MB",
+            )
+            yield Cells(
+                f"scale: gbm test ROC AUC on Ray (2 workers) vs one process ({fmt})",
+                size,
+                ray[size]["test_roc_auc"],
+                local[size]["test_roc_auc"],
+                target="within 0.002",
+            )
+
+
 TABLE: tuple[Each | Callable[[dict], Iterable[Cells]], ...] = (
     Each(
         "floor",
@@ -664,6 +733,7 @@ TABLE: tuple[Each | Callable[[dict], Iterable[Cells]], ...] = (
     ),
     soak_rows,
     serving_replicas,
+    scale_rows,
 )
 
 

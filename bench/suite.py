@@ -64,18 +64,37 @@ def tree_memory(process: psutil.Process) -> int:
     return total
 
 
+def worker_memory(process: psutil.Process, peaks: dict[int, tuple[str, int]]) -> None:
+    """Each Ray worker's (a descendant named ray::...) peak proportional set size so far."""
+    for child in process.children(recursive=True):
+        try:
+            name = child.cmdline()[0] if child.cmdline() else ""
+            if not name.startswith("ray::") or name.startswith("ray::IDLE"):
+                continue
+            pss = child.memory_full_info().pss
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, IndexError):
+            continue
+        peaks[child.pid] = (name.split()[0], max(pss, peaks.get(child.pid, ("", 0))[1]))
+
+
 def measure(
-    args: list[str], env: dict | None = None, timeout: float = 3600, memory: bool = True
+    args: list[str],
+    env: dict | None = None,
+    timeout: float = 3600,
+    memory: bool = True,
+    per_worker: bool = False,
 ) -> dict:
     """Wall time and peak memory (process tree) of a command; its output too. memory=False
     for a wall that must not pay for the watching: reading every process's PSS five times a
-    second took 0.44 CPU-s of a 5-second run on 2 cores (its peaks read 0 then)."""
+    second took 0.44 CPU-s of a 5-second run on 2 cores (its peaks read 0 then). per_worker:
+    each Ray worker's peak too (`worker_peaks_mb`, largest first)."""
     out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
     started = time.perf_counter()
     proc = subprocess.Popen(
         args, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=err, text=True
     )
     watched, peak, driver_peak = psutil.Process(proc.pid), 0, 0
+    workers: dict[int, tuple[str, int]] = {}  # Ray worker pid -> (name, peak PSS)
     while proc.poll() is None:
         if memory:
             peak = max(peak, tree_memory(watched))
@@ -83,6 +102,8 @@ def measure(
                 driver_peak = max(driver_peak, watched.memory_full_info().pss)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 pass
+        if per_worker:
+            worker_memory(watched, workers)
         if time.perf_counter() - started > timeout:
             proc.kill()
         try:  # not sleep(0.2): the wall would be rounded up to the next poll, up to 0.2 s
@@ -95,6 +116,9 @@ def measure(
         "wall_seconds": wall,
         "peak_memory_mb": peak / 2**20,
         "driver_peak_memory_mb": driver_peak / 2**20,  # the command's own process alone
+        "worker_peaks_mb": sorted(
+            ((round(p / 2**20, 1), name) for name, p in workers.values()), reverse=True
+        ),
         "rc": proc.returncode,
         "stdout": out.read(),
         "stderr": err.read(),
@@ -223,6 +247,7 @@ class Suite:
         epochs: int = 3,
         extra: list[str] = (),
         section: str | None = None,
+        per_worker: bool = False,
     ) -> dict:
         name = f"exp-{section or backend}-{rows}"
         run_dir = self.work / "runs" / name
@@ -243,7 +268,8 @@ class Suite:
                 f"cache_dir={self.fresh_cache(name)}",
                 f"hydra.run.dir={run_dir}",
                 *extra,
-            ]
+            ],
+            per_worker=per_worker,
         )
         metrics = json.loads((run_dir / "metrics.json").read_text())
         log = result["stderr"] + result["stdout"]
@@ -260,6 +286,9 @@ class Suite:
             "ray_start_seconds": logged_seconds(log, r"started a local Ray \(.*?\) in ([\d.]+)s"),
             "cache_entry": metrics["training"]["cache_entry"],
         }
+        if per_worker:
+            figures["driver_peak_memory_mb"] = result["driver_peak_memory_mb"]
+            figures["worker_peaks_mb"] = result["worker_peaks_mb"]
         self.record(section or f"experiment {backend}", label(rows), figures)
         return figures
 
@@ -734,6 +763,57 @@ def serve_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
         suite.record("serving", name, figures)
 
 
+def synthetic_parquet(work: Path, rows: int) -> Path:
+    """The synthetic table's Parquet file of this many rows under work/data, written once,
+    chunk by chunk (the same rows as its CSV)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from runner.processing.synthetic import chunk_sizes, synthetic_chunk
+
+    path = work / "data" / f"synthetic-{rows}.parquet"
+    if not path.exists():
+        writer = None
+        for i, n in enumerate(chunk_sizes(rows)):
+            table = pa.Table.from_pandas(synthetic_chunk(i, n), preserve_index=False)
+            writer = writer or pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+        assert writer is not None
+        writer.close()
+    return path
+
+
+# The scale ladder's runs: (family override, backend, extra overrides).
+SCALE_FAMILIES = {"default": "model.family=auto", "gbm": "model.family=gbm"}
+SCALE_FAMILIES["network"] = "model.family=network"
+RAY_TWO = ["trainer.num_workers=2", "trainer.resources_per_worker={CPU: 1}"]
+
+
+def scale_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
+    """The scale ladder: the synthetic table at each size (100k, 1M, 10M by default), as CSV and
+    as Parquet, trained by the default, model=gbm and model=network (3 epochs), locally and on
+    Ray with 2 workers: wall, rows/s, the driver's and each Ray worker's peak PSS, fresh caches.
+    The smoke run takes each path once (Parquet on Ray with the trees, CSV locally)."""
+    runs = [
+        (fmt, family, backend)
+        for fmt in ("csv", "parquet")
+        for family in SCALE_FAMILIES
+        for backend in ("local", "ray")
+    ]
+    if smoke:
+        runs = [("parquet", "gbm", "ray"), ("csv", "default", "local")]
+    for rows in sizes:
+        data = {"csv": synthetic_csv(work, rows), "parquet": synthetic_parquet(work, rows)}
+        for fmt, family, backend in runs:
+            extra = [SCALE_FAMILIES[family], *(RAY_TWO if backend == "ray" else [])]
+            section = f"scale {family} {backend} {fmt}"
+            figures = suite.experiment(
+                data[fmt], rows, backend, 3, extra, section=section, per_worker=True
+            )
+            figures["rows_per_second"] = rows / figures["wall_seconds"]
+            suite.record(section, label(rows), figures)
+
+
 # Every section in the order a whole run takes them; --only and --skip name them.
 SECTIONS = {
     "startup": startup_section,
@@ -749,6 +829,7 @@ SECTIONS = {
     "prediction": prediction_section,
     "inference": inference_section,
     "families": families_section,
+    "scale": scale_section,
     "explanation": explanation_section,
     "k_fold": folds_section,
     "results": results_section,

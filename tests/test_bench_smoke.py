@@ -106,6 +106,12 @@ def test_every_figure_is_produced(tmp_path):
     assert kill["killed_at_s"] > 0 and kill["failed_after_retries"] == 0, kill
     assert kill["failed_more_than_once"] == 0 and kill["recovered_after_s"] is not None, kill
     assert kill["replica_0_rss_mb_first_10s"] > 0  # the surviving replica's memory watched
+    # The scale ladder: the trees on Ray from Parquet (each Ray worker's peak watched), the
+    # default locally from CSV.
+    trees_on_ray = figures["scale gbm ray parquet"][size]
+    assert trees_on_ray["rows_per_second"] > 0 and trees_on_ray["driver_peak_memory_mb"] > 0
+    assert any("Worker" in name for _, name in trees_on_ray["worker_peaks_mb"]), trees_on_ray
+    assert figures["scale default local csv"][size]["wall_seconds"] > 0
     results = figures["results"]["default experiment"]
     for variant in ("bare", "default", "mlflow"):
         assert results[f"{variant}_wall_seconds"] >= results[f"{variant}_best_wall_seconds"] > 0

@@ -20,6 +20,7 @@ from runner.errors import UserError
 from runner.model.artifact import SavedModel
 from runner.model.ensemble import EnsembleModel
 from runner.model.gbm import TreeModel, feature_matrix
+from runner.model.layout import CATEGORY, NUMERIC
 from runner.storage import Location
 from runner.training import families
 from runner.training.job import TrainingResult
@@ -513,6 +514,29 @@ def test_trees_train_data_parallel_on_ray_at_the_accuracy_of_one_worker(data, tr
     assert "[num_threads: 1]" in booster and "[tree_learner: data]" in booster
     assert abs(metrics["test"]["good/roc_auc"] - local["test"]["good/roc_auc"]) < 0.02
     assert isinstance(Predictor.load(run_dir / "model").saved.model, TreeModel)
+
+
+def test_the_driver_reads_the_same_spread_training_rows_a_row_group_at_a_time(trees, tmp_path):
+    """Trees on Ray: the driver's training metrics come from _read_spread, which must pick the
+    rows _spread picks from the whole split, here across several files and row groups."""
+    run_dir, _ = trees["good"]
+    entry = json.loads((run_dir / "metrics.json").read_text())["training"]["cache_entry"]
+    layout = Predictor.load(run_dir / "model").layout
+    whole = pq.read_table(f"{entry}/train")
+    split = tmp_path / "splits" / "train"
+    split.mkdir(parents=True)
+    half = whole.num_rows // 2
+    pq.write_table(whole.slice(0, half), split / "part-0.parquet", row_group_size=97)
+    pq.write_table(whole.slice(half), split / "part-1.parquet", row_group_size=211)
+    splits = Location(str(tmp_path / "splits"))
+    spread = families._read_spread(splits, "train", layout, 300)
+    expected = families._spread(families._read(splits, "train", layout), 300)
+    assert len(spread) == 300
+    assert torch.equal(spread.row_ids, expected.row_ids)
+    for key in (NUMERIC, CATEGORY):  # what trees read (token matrices pad to their rows)
+        torch.testing.assert_close(
+            spread.inputs[key], expected.inputs[key], rtol=0, atol=0, equal_nan=True
+        )
 
 
 def test_a_ray_workers_tree_threads_come_from_its_cpus_unless_set():
