@@ -339,6 +339,51 @@ def test_a_network_that_fails_stops_the_trees_training_beside_it():
     assert torch.get_num_threads() == threads
 
 
+def test_trees_done_beside_the_network_hand_it_their_cores():
+    """Once the trees (and their scoring) are done, the network may train on every core: the
+    offer waits for the loop's next epoch (runner/training/thread_share.py); a network that
+    sets trainer.num_threads gets none."""
+    from runner.training import thread_share
+
+    cores = torch.get_num_threads()
+    seen: list = []
+
+    def fit_network():
+        for _ in range(500):  # until the trees' thread has finished and offered
+            offered = thread_share.take()
+            if offered is not None:
+                seen.append(offered)
+                break
+            threading.Event().wait(0.01)
+        return "network"
+
+    trees = lambda threads, failed, training: "trees"  # noqa: E731
+    assert families._side_by_side(fit_network, trees, 1, 1) == ("network", "trees")
+    assert seen == [cores] and torch.get_num_threads() == cores
+    seen.clear()
+    families._side_by_side(fit_network, trees, 1, 1, hand_over=False)
+    assert seen == [] and thread_share.take() is None
+
+
+def test_the_loop_trains_on_the_threads_offered_from_its_next_epoch(tmp_path, caplog):
+    from runner.training import thread_share
+
+    cores = torch.get_num_threads()
+    caplog.set_level("INFO", logger="runner.training.loop")
+    thread_share.offer(1)
+    try:
+        run_experiment(
+            tmp_path / "run",
+            tmp_path / "cache",
+            "model=network",
+            "dataset.synthetic_rows=400",
+            "trainer.epochs=1",
+        )
+        assert "epoch 1: training on 1 threads from now on" in caplog.text or cores == 1
+    finally:
+        torch.set_num_threads(cores)
+
+
 def explained(data, model_dir, name: str, *overrides) -> pd.DataFrame:
     out = data / name
     run_experiment(

@@ -39,6 +39,7 @@ from runner.model.gbm import (
 from runner.model.layout import Layout
 from runner.scoring.decoding import Decoders, compute_metrics, constant_logits
 from runner.storage import Location
+from runner.training import thread_share
 from runner.training.job import TrainingResult
 from runner.training.reporting import listening, report_epoch, stopped_by_scheduler
 
@@ -108,7 +109,9 @@ def fit_family(
         scored = _score_while(scorer, {"validation": validation, "train": sample}, training)
         return trees, scored
 
-    network, (trees, scored) = _side_by_side(fit_network, trees_and_scores, *split)
+    # The trees' cores go to the network once they are done, unless trainer.num_threads is set.
+    hand_over = trainer.settings.num_threads is None
+    network, (trees, scored) = _side_by_side(fit_network, trees_and_scores, *split, hand_over)
     return combine(network, trees, tables, meta, model, time.perf_counter() - started, scored)
 
 
@@ -127,11 +130,15 @@ def _thread_split(model: ModelConfig, trainer, train_rows: int | None) -> tuple[
     return trainer.settings.num_threads or max(1, cores - trees), trees
 
 
-def _side_by_side(fit_network, fit_trees_on, network_threads: int, tree_threads: int):
+def _side_by_side(
+    fit_network, fit_trees_on, network_threads: int, tree_threads: int, hand_over: bool = True
+):
     """(network's TrainingResult, what fit_trees_on returned), trained at once: the trees in a
     thread (LightGBM releases the GIL while it boosts) on `tree_threads`, the network here on
     the rest. The network gains little from its last cores and the trees nearly their count,
-    so the two overlap for less than they add up to. fit_trees_on(threads, failed, training):
+    so the two overlap for less than they add up to; once the trees are done (and have scored
+    what the weights need), the network takes every core from its next epoch
+    (runner/training/thread_share.py) where `hand_over`. fit_trees_on(threads, failed, training):
     `failed` is set if the network fails, `training` while it trains. The trees keep their
     thread count to the end: a booster's reset_parameter half-way changed the trees after it
     (tried), and LightGBM sets OpenMP's count again on every call."""
@@ -143,6 +150,8 @@ def _side_by_side(fit_network, fit_trees_on, network_threads: int, tree_threads:
     def trees() -> None:
         try:
             outcome["trees"] = fit_trees_on(tree_threads, failed, training)
+            if hand_over and training.is_set():  # the network: every core from its next epoch
+                thread_share.offer(cores)
         except BaseException as error:  # raised here once the network is done
             outcome["error"] = error
 
@@ -164,8 +173,9 @@ def _side_by_side(fit_network, fit_trees_on, network_threads: int, tree_threads:
         raise
     finally:
         training.clear()
-        torch.set_num_threads(cores)
         thread.join()
+        thread_share.take()  # an offer the network no longer took
+        torch.set_num_threads(cores)
     if "error" in outcome:
         raise outcome["error"]
     return network, outcome["trees"]

@@ -20,7 +20,7 @@ from runner.model.layout import Layout
 from runner.model.network import build_model
 from runner.scoring.decoding import Decoders, compute_metrics, constant_logits, metric_names
 from runner.scoring.forward import score, stack_outputs
-from runner.training import checkpoints, workers
+from runner.training import checkpoints, thread_share, workers
 from runner.training.averaging import make_average
 from runner.training.early_stopping import EarlyStopping
 from runner.training.job import TrainingJob, TrainingResult
@@ -197,6 +197,10 @@ class _Epochs:
         for epoch in range(self.epoch, epochs):
             if self.monitor.should_stop or self.result.stopped_by_scheduler:
                 break
+            offered = thread_share.take()  # cores an ensemble's finished trees gave back
+            if offered and offered != torch.get_num_threads():
+                log.info("epoch %d: training on %d threads from now on", epoch + 1, offered)
+                torch.set_num_threads(offered)
             epoch_started = time.perf_counter()
             for group in self.optimizer.param_groups:
                 group["lr"] = scaled_learning_rate(settings, strategy.world_size, epoch)
