@@ -26,13 +26,13 @@ def run_bench(script: str, *args: str, timeout: int = 900, env: dict | None = No
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
-@pytest.mark.timeout(1300)  # the bench's own limit (1200 s) goes first
+@pytest.mark.timeout(1600)  # the bench's own limit (1500 s) goes first
 def test_every_figure_is_produced(tmp_path):
     out = tmp_path / "results"
     run_bench(
         "suite.py",
         *("--smoke", "--out", str(out), "--work", str(tmp_path / "work")),
-        timeout=1200,
+        timeout=1500,
         env={**__import__("os").environ, "RAY_ADDRESS": ""},
     )
     figures = json.loads((out / "figures.json").read_text())["sections"]
@@ -106,12 +106,10 @@ def test_every_figure_is_produced(tmp_path):
     assert kill["killed_at_s"] > 0 and kill["failed_after_retries"] == 0, kill
     assert kill["failed_more_than_once"] == 0 and kill["recovered_after_s"] is not None, kill
     assert kill["replica_0_rss_mb_first_10s"] > 0  # the surviving replica's memory watched
-    # The scale ladder: the trees on Ray from Parquet (each Ray worker's peak watched), the
-    # default locally from CSV.
+    # The scale ladder: the trees on Ray from Parquet, each Ray worker's peak watched.
     trees_on_ray = figures["scale gbm ray parquet"][size]
     assert trees_on_ray["rows_per_second"] > 0 and trees_on_ray["driver_peak_memory_mb"] > 0
     assert any("Worker" in name for _, name in trees_on_ray["worker_peaks_mb"]), trees_on_ray
-    assert figures["scale default local csv"][size]["wall_seconds"] > 0
     results = figures["results"]["default experiment"]
     for variant in ("bare", "default", "mlflow"):
         assert results[f"{variant}_wall_seconds"] >= results[f"{variant}_best_wall_seconds"] > 0
@@ -163,7 +161,11 @@ def test_accuracy_suite_scores_a_real_table(tmp_path):
     assert len(ours["values"]) == 2 and ours["mean"] > 0.8 and ours["se"] >= 0
     assert 0.7 < gbm["mean"] < 1 and 0.7 < entry["linear_text"]["mean"] < 1
     assert entry["baseline"]["mean"] == 0.5 and entry["default_above_baseline"]
-    gaps = np.subtract(ours["values"], gbm["values"])
+    # The gap is to the better of HistGB and LightGBM's defaults on the table.
+    bar = entry[entry["bar"]]
+    assert entry["bar"] in ("gbm", "lightgbm") and 0.7 < entry["lightgbm"]["mean"] < 1
+    assert bar["mean"] == max(gbm["mean"], entry["lightgbm"]["mean"])
+    gaps = np.subtract(ours["values"], bar["values"])
     assert entry["default_gap"]["mean"] == pytest.approx(gaps.mean())
     assert (
         "| fine_foods | binary | 5,000 | roc_auc | 0.5000 ± 0.0000 |"
