@@ -52,8 +52,8 @@ def fit_family(
     """The family's TrainingResult. `fit_network()` runs the trainer (the network's loop); gbm's
     trees train data-parallel on Ray with the trainer's workers where it has more than one,
     each reading its own rows through `loader` (the network's shards). The ensemble's trees
-    follow its network: on Ray Train where the network trained on Ray's workers (_trees_on_ray),
-    else here, beside the network or after it."""
+    follow its network: on Ray Train where the network trained on Ray's workers (outside a sweep
+    trial's placement group), else here, beside the network or after it."""
     if model.family == "network":
         return fit_network()
     layout = Layout.from_meta(meta, model)
@@ -74,27 +74,25 @@ def fit_family(
         )
         alone = EnsembleModel({"network": network.model}, {"network": 1.0}, layout)
         return replace(network, model=alone, family={"ensemble_weights": {"network": 1.0}})
-    if _trees_on_ray(trainer, backend):
-        # The network on the distributed trainer, then the trees on Ray Train with the same
-        # workers' resources, each reading its own rows; the driver reads what the weights and
-        # metrics need (the validation split, a spread sample of the training rows).
-        network = fit_network()
-        tables = (
-            _read_spread(splits, "train", layout, TRAIN_METRIC_ROWS),
-            _read(splits, "validation", layout),
-        )
-        workers = _tree_workers(trainer, backend)
-        trees = fit_trees(
-            splits, meta, model, trainer.settings, workers, tables, scored=False, loader=loader
-        )
-        return combine(network, trees, tables, meta, model)
     split = _thread_split(model, trainer, layout.train_rows)
     if split is None:
         network = fit_network()
         if network is None:
             return None
-        tables = _read(splits, "train", layout), _read(splits, "validation", layout)
-        trees = fit_trees(splits, meta, model, trainer.settings, (1, {}), tables, scored=False)
+        if trainer.distributed and backend.offers_ray and _outside_trial_group():
+            # The trees on Ray Train with the network's workers' resources, each reading its
+            # own rows; the driver reads what the weights and metrics need.
+            tables = (
+                _read_spread(splits, "train", layout, TRAIN_METRIC_ROWS),
+                _read(splits, "validation", layout),
+            )
+            workers = _tree_workers(trainer, backend)
+            trees = fit_trees(
+                splits, meta, model, trainer.settings, workers, tables, False, loader=loader
+            )
+        else:
+            tables = _read(splits, "train", layout), _read(splits, "validation", layout)
+            trees = fit_trees(splits, meta, model, trainer.settings, (1, {}), tables, False)
         return combine(network, trees, tables, meta, model)
     started = time.perf_counter()
     tables = _read(splits, "train", layout), _read(splits, "validation", layout)
@@ -235,12 +233,10 @@ def _no_tree_inputs(layout: Layout) -> str:
     )
 
 
-def _trees_on_ray(trainer, backend) -> bool:
-    """The ensemble's trees train on Ray Train: its network trains on Ray's workers, outside
-    a sweep trial's placement group (whose CPUs the trial's own workers hold: Ray Train's would
-    wait for them forever; there the trees train in this process)."""
-    if not (trainer.distributed and backend.offers_ray):
-        return False
+def _outside_trial_group() -> bool:
+    """Not inside a sweep trial's placement group, whose CPUs the trial's own workers hold
+    (Ray Train's would wait for them forever; there the ensemble's trees train in this
+    process). Asked once the network has trained: Ray is up by then, started by the runner."""
     import ray
 
     return ray.util.get_current_placement_group() is None
