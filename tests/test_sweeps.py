@@ -85,9 +85,10 @@ def test_ray_launcher_three_families_train_on_two_workers_and_preprocess_once(tm
         saved = {p.name for p in (sweep_dir / str(trial) / "model").rglob("*")}  # members/ too
         assert ("booster.txt" in saved) == (family != "network"), saved
         assert ("weights.pt" in saved) == (family != "gbm"), saved
-        # The trees (alone or the ensemble's) trained on Ray Train, a share of the rows each.
-        workers = metrics["training"].get("gbm_workers", [])
-        assert len(workers) == (0 if family == "network" else 2), family
+        # model=gbm's trees trained on Ray Train, a share of the rows each (the ensemble's train
+        # in the trial's process: a launcher trial runs inside a placement group).
+        if family == "gbm":
+            assert len(metrics["training"]["gbm_workers"]) == 2
 
 
 @pytest.mark.distributed
