@@ -85,8 +85,8 @@ def test_ray_launcher_three_families_train_on_two_workers_and_preprocess_once(tm
         saved = {p.name for p in (sweep_dir / str(trial) / "model").rglob("*")}  # members/ too
         assert ("booster.txt" in saved) == (family != "network"), saved
         assert ("weights.pt" in saved) == (family != "gbm"), saved
-        # model=gbm's trees trained on Ray Train, a share of the rows each (the ensemble's train
-        # in the trial's process: a launcher trial runs inside a placement group).
+        # model=gbm's trees trained on Ray Train, a share of the rows each (the ensemble's
+        # trained in the trial's process in this sweep).
         if family == "gbm":
             assert len(metrics["training"]["gbm_workers"]) == 2
 
