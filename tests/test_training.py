@@ -365,7 +365,10 @@ def test_auto_picks_are_logged_and_a_model_saved_before_them_still_loads(
 
     with caplog.at_level(logging.INFO, logger="runner.commands"):
         run_experiment(tmp_path / "auto", cache_dir, *FAST)
-    assert "model.family=auto picked ensemble: the network and trees weighted" in caplog.text
+    assert (
+        "model.family=auto picked ensemble: the network and the trees on the same splits, weighted on validation"
+        in caplog.text
+    )
     assert "model.ensemble_size=auto picked 1: in the ensemble family" in caplog.text
     auto = Predictor.load(tmp_path / "auto" / "model").saved
     assert isinstance(auto.model, EnsembleModel) and auto.model.members["network"].members == 1
