@@ -271,7 +271,7 @@ def _read_spread(splits: Location, split: str, layout: Layout, most: int) -> Ten
     rows = sum(g[2] for g in groups)
     if rows <= most:
         return _read(splits, split, layout)
-    wanted = np.linspace(0, rows - 1, most).round().astype(np.int64)
+    wanted = _spread_index(rows, most).numpy()
     parts, offset = [], 0
     for path, index, count, _ in groups:
         local = wanted[(wanted >= offset) & (wanted < offset + count)] - offset
@@ -613,11 +613,16 @@ CURVE_POINTS = 100
 TRAIN_METRIC_ROWS = 100_000
 
 
+def _spread_index(rows: int, most: int) -> torch.Tensor:
+    """The positions of `most` evenly spaced rows of `rows` (the first and the last among them)."""
+    return torch.linspace(0, rows - 1, most).round().long()
+
+
 def _spread(table: TensorTable, most: int) -> TensorTable:
     """At most `most` rows of `table`, evenly spaced (all when fewer)."""
     if len(table) <= most:
         return table
-    index = torch.linspace(0, len(table) - 1, most).round().long()
+    index = _spread_index(len(table), most)
     inputs, targets = table.take(index)
     return TensorTable(inputs, targets, table.row_ids.index_select(0, index))
 
