@@ -46,6 +46,7 @@ def test_ray_launcher_three_families_train_on_two_workers_and_preprocess_once(tm
         "trainer.progress_bar=false",
         "dataset.synthetic_rows=4000",
         "model.family=network,gbm,ensemble",
+        "model.gbm.ray_from_rows=0",
         "sweep.objective=val/roc_auc",
         "logger=mlflow",
         f"logger.mlflow.tracking_uri={tracking}",

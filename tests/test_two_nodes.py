@@ -60,6 +60,7 @@ def test_preprocessing_and_training_use_both_nodes(two_nodes, tmp_path):
             "trainer.epochs=3",
             "trainer.progress_bar=false",
             "dataset.synthetic_rows=20000",
+            "model.gbm.ray_from_rows=0",  # the ensemble's trees on Ray Train too
         ]
     )
     metrics = run_command(cfg, tmp_path / "run")
@@ -73,6 +74,9 @@ def test_preprocessing_and_training_use_both_nodes(two_nodes, tmp_path):
     ]
     assert len(workers) == 2
     assert {w["node"] for w in workers} == node_ids, "one training worker (and its shard) per node"
+    # The ensemble's trees: data-parallel on Ray Train on the same cluster, a share of rows each.
+    trees = json.loads((tmp_path / "run" / "metrics.json").read_text())["training"]["gbm_workers"]
+    assert len(trees) == 2 and all(0 < w["train_rows"] < 16000 for w in trees), trees
 
 
 def worker_nodes(run_dir) -> list[str]:
@@ -155,6 +159,9 @@ def test_design_card_command_against_the_cluster(two_nodes, tmp_path):
     report = json.loads((run_dir / "metrics.json").read_text())
     assert report["training"]["world_size"] == 2
     assert len(set(worker_nodes(run_dir))) == 2  # spread is the default on CPU
+    # The default ensemble's trees on a table this small train in the driver's process.
+    assert "gbm_workers" not in report["training"]
+    assert "below model.gbm.ray_from_rows=1000000" in result.stdout + result.stderr
 
 
 @pytest.mark.slow

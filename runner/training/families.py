@@ -50,9 +50,10 @@ def fit_family(
     model: ModelConfig, fit_network, splits: Location, meta: dict, trainer, backend, loader
 ):
     """The family's TrainingResult. `fit_network()` runs the trainer (the network's loop); gbm's
-    trees train data-parallel on Ray with the trainer's workers where it has more than one,
-    each reading its own rows through `loader` (the network's shards). The ensemble's trees
-    follow its network: on Ray Train where the network trained on Ray's workers (outside a sweep
+    trees train data-parallel on Ray with the trainer's workers where it has more than one and
+    the training split has model.gbm.ray_from_rows rows, each worker reading its own rows
+    through `loader` (the network's shards). The ensemble's trees follow its network: on Ray
+    Train where the network trained on Ray's workers (from as many rows, outside a sweep
     trial's placement group), else here, beside the network or after it."""
     if model.family == "network":
         return fit_network()
@@ -63,7 +64,7 @@ def fit_family(
                 f"model.family=gbm has no input trees can split on: {_no_tree_inputs(layout)}; "
                 "use model.family=network or ensemble"
             )
-        workers = _tree_workers(trainer, backend)
+        workers = _tree_workers(trainer, backend, model, layout)
         return fit_trees(splits, meta, model, trainer.settings, workers, loader=loader)
     if not tree_inputs(layout):
         network = fit_network()
@@ -79,14 +80,14 @@ def fit_family(
         network = fit_network()
         if network is None:
             return None
-        if trainer.distributed and backend.offers_ray and _outside_trial_group():
+        workers = _tree_workers(trainer, backend, model, layout)
+        if workers[0] > 1 and _outside_trial_group():
             # The trees on Ray Train with the network's workers' resources, each reading its
             # own rows; the driver reads what the weights and metrics need.
             tables = (
                 _read_spread(splits, "train", layout, TRAIN_METRIC_ROWS),
                 _read(splits, "validation", layout),
             )
-            workers = _tree_workers(trainer, backend)
             trees = fit_trees(
                 splits, meta, model, trainer.settings, workers, tables, False, loader=loader
             )
@@ -242,9 +243,19 @@ def _outside_trial_group() -> bool:
     return ray.util.get_current_placement_group() is None
 
 
-def _tree_workers(trainer, backend) -> tuple[int, dict]:
-    """(workers, resources each): the trainer's on a backend with Ray, else one here."""
+def _tree_workers(trainer, backend, model: ModelConfig, layout: Layout) -> tuple[int, dict]:
+    """(workers, resources each): the trainer's on a backend with Ray from
+    model.gbm.ray_from_rows training rows, else one here."""
     if not trainer.distributed or not backend.offers_ray:
+        return 1, {}
+    least, rows = model.gbm.ray_from_rows, layout.train_rows or 0
+    if rows < least:
+        log.info(
+            "trees: %d training rows train in this process, not on Ray Train's workers "
+            "(below model.gbm.ray_from_rows=%d: a worker group would cost more than it saves)",
+            rows,
+            least,
+        )
         return 1, {}
     return trainer.world_size(backend), trainer.resources
 
@@ -726,5 +737,10 @@ def combine(
             "gbm_rounds": trees.best_epoch,
             # Each member's validation metrics: what the weights were chosen from.
             "ensemble_members_validation": figures,
+            **(
+                {"gbm_workers": trees.family["gbm_workers"]}
+                if "gbm_workers" in trees.family
+                else {}
+            ),
         },
     )
