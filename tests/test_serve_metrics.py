@@ -62,3 +62,72 @@ def test_the_models_version_changes_with_its_meta(tmp_path):
     first = model_labels(str(model))
     (model / "meta.json").write_text(json.dumps({"a": 2}))
     assert first["name"] == "run-1" and model_labels(str(model))["version"] != first["version"]
+
+
+def test_the_middleware_counts_every_response_of_a_real_server():
+    """CountEveryResponse around a FastAPI app served by uvicorn, asked by a real HTTP client:
+    a route's rows, the router's 404 and 405, a route's own 4xx, an exception's 500 and a
+    request to /metrics itself are each counted once."""
+    import socket
+    import threading
+    import time
+
+    import requests
+    import uvicorn
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    from runner.serving import metrics
+
+    app = FastAPI()
+    app.add_middleware(metrics.CountEveryResponse)
+
+    @app.post("/predict")
+    async def predict(request: Request):
+        rows = await request.json()
+        if rows == "bad":
+            return JSONResponse({"error": "bad"}, status_code=422)
+        if rows == "boom":
+            raise RuntimeError("a bug")
+        request.state.rows = len(rows)
+        return rows
+
+    @app.get("/metrics")
+    async def text():
+        return "ok"
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="critical"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    counts = ReplicaMetrics("r", 0.1)
+    metrics.count_in(counts)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{port}"
+        assert requests.post(f"{url}/predict", json=[1, 2, 3], timeout=10).status_code == 200
+        assert requests.post(f"{url}/predict", json="bad", timeout=10).status_code == 422
+        assert requests.post(f"{url}/predict", json="boom", timeout=10).status_code == 500
+        assert requests.get(f"{url}/predict", timeout=10).status_code == 405
+        assert requests.get(f"{url}/nope", timeout=10).status_code == 404
+        assert requests.get(f"{url}/metrics", timeout=10).status_code == 200
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        metrics.count_in(None)
+    snap = counts.snapshot()
+    assert snap["requests"] == {
+        ("/predict", "200"): 1,
+        ("/predict", "422"): 1,
+        ("/predict", "500"): 1,
+        ("/predict", "405"): 1,
+        ("other", "404"): 1,
+        ("/metrics", "200"): 1,
+    }
+    assert snap["rows"] == {("/predict", "200"): 3}
+    assert sum(snap["latency"]["/predict"][:-1]) == 4

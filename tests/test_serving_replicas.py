@@ -46,8 +46,9 @@ def served(tmp_path_factory):
 
 
 def test_metrics_count_a_known_burst_over_both_replicas(served):
-    """GET /metrics, parsed by Prometheus' own parser: a burst of 40 good requests of 3 rows
-    and 5 bad ones, spread over both replicas, counted whichever replica answers."""
+    """GET /metrics, parsed by Prometheus' own parser: a burst of 40 good requests of 3 rows,
+    5 refused rows, 3 bodies that are not JSON, 2 unknown paths and 2 wrong methods, spread
+    over both replicas, counted whichever replica answers; /metrics counts itself."""
     from test_serve_metrics import samples
 
     _, url, rows = served
@@ -64,6 +65,11 @@ def test_metrics_count_a_known_burst_over_both_replicas(served):
     for _ in range(5):
         bad = requests.post(f"{url}/predict", json=[{"x1": "lots"}], timeout=30)
         assert bad.status_code == 422
+    for _ in range(3):
+        assert requests.post(f"{url}/predict", data=b"{oops", timeout=30).status_code == 400
+    for _ in range(2):
+        assert requests.get(f"{url}/nope", timeout=30).status_code == 404
+        assert requests.get(f"{url}/predict", timeout=30).status_code == 405
     time.sleep(2.5)
     after = read()
 
@@ -75,7 +81,11 @@ def test_metrics_count_a_known_burst_over_both_replicas(served):
     assert grew("runner_requests_total", route, ok) == 40, sorted(after.items())[:12]
     assert grew("runner_rows_total", route, ok) == 120
     assert grew("runner_requests_total", route, ("status", "422")) == 5
-    assert grew("runner_request_seconds_count", route) == 45
+    assert grew("runner_requests_total", route, ("status", "400")) == 3
+    assert grew("runner_requests_total", route, ("status", "405")) == 2
+    assert grew("runner_requests_total", ("route", "other"), ("status", "404")) == 2
+    assert grew("runner_request_seconds_count", route) == 50
+    assert grew("runner_requests_total", ("route", "/metrics"), ("status", "200")) >= 1
     loads = [k for k in after if k[0] == "runner_model_load_seconds"]
     assert len(loads) == 2 and all(after[k] > 0 for k in loads)  # both replicas reported
     assert [k for k in after if k[0] == "runner_model_info"]

@@ -4,8 +4,9 @@ GET /health    200 {"status": "ok", "replicas": {"RUNNING": 2}} once the replica
                the model; "replicas": the deployment's replicas by state, so a replica that
                died and is being replaced shows (e.g. {"RUNNING": 1, "STARTING": 1})
 GET /schema    the inputs with their types, the outputs with their classes
-GET /metrics   Prometheus text: requests, rows and latency by route, the model's load time,
-               name and version, summed over every replica (runner/serving/metrics.py)
+GET /metrics   Prometheus text: requests (every response, unknown paths and errors too), rows
+               and latency by route and status, the model's load time, name and version,
+               summed over every replica (runner/serving/metrics.py)
 POST /predict  a JSON array of row objects -> a JSON array with one object per row,
                keyed like the prediction columns (<output>_prediction, probabilities)
 
@@ -29,6 +30,7 @@ from runner.scoring.predictor import Predictor
 from runner.serving import metrics as served_metrics
 
 api = FastAPI(title="tabular-runner model")
+api.add_middleware(served_metrics.CountEveryResponse)
 APP_NAME = "tabular-runner"
 DEPLOYMENT = "model"
 
@@ -60,9 +62,8 @@ class ModelServer:
         started = time.perf_counter()
         self.predictor = Predictor.load(model_dir)
         replica = serve.get_replica_context().replica_id.unique_id
-        # Counted by each route itself: Serve pickles this class by value, so a FastAPI
-        # middleware (a module function) would not see the replica's counts.
         self.counts = served_metrics.ReplicaMetrics(replica, time.perf_counter() - started)
+        served_metrics.count_in(self.counts)  # every response, by the app's middleware
         self.keeper, self.labels = keeper, served_metrics.model_labels(model_dir)
         self.reporting: asyncio.Task | None = None
         self.max_body_bytes = max_body_bytes
@@ -78,17 +79,11 @@ class ModelServer:
 
     @api.get("/health")
     def health(self) -> dict:  # not async: serve.status() blocks; FastAPI runs a def in a thread
-        started = time.perf_counter()
-        answer = {"status": "ok", "replicas": _replica_states()}
-        self.counts.observe("/health", 200, time.perf_counter() - started)
-        return answer
+        return {"status": "ok", "replicas": _replica_states()}
 
     @api.get("/schema")
     async def schema(self) -> dict:  # async: FastAPI runs a plain def in its thread pool
-        started = time.perf_counter()
-        answer = self.predictor.schema()
-        self.counts.observe("/schema", 200, time.perf_counter() - started)
-        return answer
+        return self.predictor.schema()
 
     @api.get("/metrics")
     async def metrics(self) -> Response:
@@ -119,9 +114,7 @@ class ModelServer:
     @api.post("/predict")
     async def predict(self, request: Request):
         self._report_in_background()
-        started = time.perf_counter()
-        response, rows = await self._predict(request)
-        self.counts.observe("/predict", response.status_code, time.perf_counter() - started, rows)
+        response, request.state.rows = await self._predict(request)  # counted by the middleware
         return response
 
     async def _predict(self, request: Request) -> tuple[Response, int]:

@@ -11,13 +11,17 @@ requests still count. The text is prometheus_client's exposition format:
   runner_model_load_seconds{replica}          how long each replica took to load the model
   runner_model_info{name, version}            1, labelled with the model's name and version
 
-Latency is measured inside the replica (parsing, scoring, the response), not the proxy's hop.
+Every response is counted, by an ASGI middleware around the whole app (CountEveryResponse):
+404 and 405 from the router, a route's own 4xx, an unhandled exception's 500 and GET /metrics
+itself. Latency is measured inside the replica (routing, parsing, scoring, the response), not
+the proxy's hop.
 """
 
 from __future__ import annotations
 
 import bisect
 import hashlib
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -65,6 +69,50 @@ class ReplicaMetrics:
             "rows": dict(self.rows),
             "latency": {route: list(counts) for route, counts in self.latency.items()},
         }
+
+
+# The replica's counts: one replica per process (a Serve replica is an actor). Looked up here
+# by the middleware, because Serve pickles the deployment class by value: a middleware that
+# held the instance's counts would see a copy.
+_replica: ReplicaMetrics | None = None
+
+
+def count_in(counts: ReplicaMetrics | None) -> None:
+    """Count this process's responses in `counts` from now on."""
+    global _replica
+    _replica = counts
+
+
+class CountEveryResponse:
+    """ASGI middleware: each HTTP response's route, status, seconds and rows (a route sets
+    request.state.rows) into the replica's counts. A plain ASGI wrapper rather than
+    Starlette's BaseHTTPMiddleware, which would add a task and a stream to every request. An
+    exception that escapes the app counts as the 500 that Starlette answers it with."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started, status = time.perf_counter(), 500
+        state = scope.setdefault(
+            "state", {}
+        )  # shared with the route's request.state, copied or not
+
+        async def sending(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            if _replica is not None:
+                seconds = time.perf_counter() - started
+                _replica.observe(scope["path"], status, seconds, state.get("rows", 0))
 
 
 def merge(snapshots: dict[str, dict]) -> dict:
