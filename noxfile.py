@@ -14,8 +14,17 @@ PYTHON_DIRS = ["run.py", "runner", "tests", "bench", "scripts", "hydra_plugins",
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Every test: real Ray clusters, Horovod and DDP workers, the S3 server (about 28 minutes on 2 cores)."""
-    session.run(sys.executable, "-m", "pytest", "-q", *session.posargs)
+    """Every test: real Ray clusters, Horovod and DDP workers, the S3 server (about 70 minutes on
+    2 cores). The bench's every-section smoke run is its own session (bench_smoke): the
+    figures' code has the bench, and 16 minutes of the suite were its."""
+    session.run(sys.executable, "-m", "pytest", "-q", "-m", "not bench_smoke", *session.posargs)
+
+
+@nox.session
+def bench_smoke(session: nox.Session) -> None:
+    """Every bench section at tiny sizes, every figure produced (about 16 minutes on 2 cores):
+    run it after changing bench/."""
+    session.run(sys.executable, "-m", "pytest", "-q", "-m", "bench_smoke", *session.posargs)
 
 
 @nox.session

@@ -26,6 +26,7 @@ def run_bench(script: str, *args: str, timeout: int = 900, env: dict | None = No
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
+@pytest.mark.bench_smoke
 @pytest.mark.timeout(1600)  # the bench's own limit (1500 s) goes first
 def test_every_figure_is_produced(tmp_path):
     out = tmp_path / "results"
