@@ -792,7 +792,8 @@ RAY_TWO = ["trainer.num_workers=2", "trainer.resources_per_worker={CPU: 1}"]
 def scale_section(suite, work: Path, sizes: list[int], smoke: bool) -> None:
     """The scale ladder: the synthetic table at each size (100k, 1M, 10M by default), as CSV and
     as Parquet, trained by the default, model=gbm and model=network (3 epochs), locally and on
-    Ray with 2 workers (model=gbm's trees on Ray Train at every size): wall, rows/s, the driver's and each Ray worker's peak PSS, fresh caches.
+    Ray with 2 workers (model=gbm's trees on Ray Train at every size): wall, rows/s, the
+    driver's and each Ray worker's peak PSS, fresh caches.
     The smoke run takes its one path of its own (the trees on Ray from Parquet, each worker's
     memory watched); the other sections run the rest."""
     runs = [

@@ -169,7 +169,8 @@ class GBMConfig:
     # On a backend with Ray and a distributed trainer, the trees train data-parallel on Ray
     # Train's workers from this many training rows; below, in the run's process, where a
     # worker group's start and LightGBM's sockets cost more than they save (200k rows on
-    # 2 cores: 21 s of boosting on 2 workers, 12 s in one process, before the group's start). 0: always on Ray Train.
+    # 2 cores: 21 s of boosting on 2 workers, 12 s in one process, before the group's start).
+    # 0: always on Ray Train.
     ray_from_rows: int = 1_000_000
 
     def __post_init__(self):

@@ -97,9 +97,8 @@ class CountEveryResponse:
             await self.app(scope, receive, send)
             return
         started, status = time.perf_counter(), 500
-        state = scope.setdefault(
-            "state", {}
-        )  # shared with the route's request.state, copied or not
+        # The route's request.state lives in this dict, whether or not a layer copies the scope.
+        state = scope.setdefault("state", {})
 
         async def sending(message) -> None:
             nonlocal status
