@@ -221,7 +221,7 @@ def _preprocess_and_train(run: Run, figures, trackers):
 def _train(run: Run, pre: Preprocessed, figures, trackers):
     from runner import outputs
     from runner.model.layout import Layout
-    from runner.training.families import fit_family
+    from runner.training.fitting import fit_family
     from runner.training.job import TrainingJob
 
     layout = Layout.from_meta(pre.meta, run.settings.model)

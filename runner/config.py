@@ -244,7 +244,7 @@ class ModelConfig:
     # multiply the MLP's work per row.
     ensemble_max_rows: int = 50_000
     # The ensemble trains its network and its trees at once (each on a share of the cores,
-    # runner/training/families.py) from this many training rows; below, one after the other:
+    # runner/training/ensemble_fit.py) from this many training rows; below, one after the other:
     # there the trees take a second or two and the network's lost core costs more than the
     # overlap saves (docs/accuracy.md). 0: always; null: never.
     ensemble_side_by_side_rows: int | None = 50_000

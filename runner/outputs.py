@@ -30,7 +30,7 @@ def _json_default(value):
 def save_model(model_dir: Path, model, meta: dict, cfg) -> None:
     """The family's files (weights, booster, members) + feature metadata + resolved config:
     all predict needs, without the cache."""
-    from runner.model.base import family
+    from runner.model.registry import family
 
     tmp = model_dir.with_name(model_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -22,7 +22,7 @@ from runner.model.ensemble import EnsembleModel
 from runner.model.gbm import TreeModel, feature_matrix
 from runner.model.layout import CATEGORY, NUMERIC
 from runner.storage import Location
-from runner.training import families
+from runner.training import ensemble_fit, fitted, tree_fit
 from runner.training.job import TrainingResult
 
 INPUTS = MIXED_MODEL[0]
@@ -77,7 +77,7 @@ def test_trees_train_on_each_output_type_and_predict_raw_rows_as_the_cache(
     training = saved["training"]
     assert 1 <= training["gbm_rounds"] <= training["gbm_rounds_run"]
     # The loss curve at most CURVE_POINTS rounds (and the kept one), not every round.
-    assert 3 <= training["epochs_run"] <= families.CURVE_POINTS + 2
+    assert 3 <= training["epochs_run"] <= fitted.CURVE_POINTS + 2
     assert training["epochs_run"] < training["gbm_rounds_run"]
     # The Predictor on the test rows' raw values answers what the cache's test split got.
     predictions = pd.read_parquet(run_dir / "predictions.parquet")
@@ -155,7 +155,7 @@ def test_trees_score_rows_with_a_few_changed_columns_through_their_trees_alone(d
     predictor = Predictor.load(run_dir / "model")
     model: TreeModel = predictor.saved.model
     entry = json.loads((run_dir / "metrics.json").read_text())["training"]["cache_entry"]
-    inputs = families._read(Location(entry), "test", predictor.layout).inputs
+    inputs = fitted.read_split(Location(entry), "test", predictor.layout).inputs
     matrix = feature_matrix(inputs, predictor.layout)
     rng = np.random.default_rng(0)
     with model.against_reference():
@@ -248,7 +248,7 @@ def test_the_members_train_side_by_side_into_the_same_ensemble(data, ensemble, c
     this table one after the other), the network and the trees train at once, each on a share
     of the cores, into the ensemble they make one after the other."""
     run_dir, metrics = ensemble
-    caplog.set_level("INFO", logger="runner.training.families")
+    caplog.set_level("INFO", logger="runner.training.ensemble_fit")
     side_dir, side = trained(
         data, "ensemble-side", "ensemble", "good", "model.ensemble_side_by_side_rows=0"
     )
@@ -257,8 +257,8 @@ def test_the_members_train_side_by_side_into_the_same_ensemble(data, ensemble, c
     expected = f"the network ({network} threads) and the trees ({trees}) train side by side"
     assert expected in caplog.text
     local = SimpleNamespace(distributed=False, settings=SimpleNamespace(num_threads=None))
-    assert families._thread_split(ModelConfig(), local, 2000) is None  # the fixture's table
-    assert families._thread_split(ModelConfig(), local, 50_000) == (network, trees)
+    assert ensemble_fit.thread_split(ModelConfig(), local, 2000) is None  # the fixture's table
+    assert ensemble_fit.thread_split(ModelConfig(), local, 50_000) == (network, trees)
     for split in ("train", "validation", "test"):
         assert side[split] == metrics[split]
     weights = [
@@ -276,14 +276,14 @@ def test_the_members_train_side_by_side_into_the_same_ensemble(data, ensemble, c
 
 def test_trees_that_score_beside_the_network_give_the_ensemble_the_same_figures(ensemble):
     """Trees done before the network score the validation split and the training sample in
-    their thread while it trains (families._score_while); combine() takes those instead of
+    their thread while it trains (ensemble_fit.score_while); combine() takes those instead of
     scoring them after, with the same weights and metrics. Once the network is done, the
     thread leaves the rest to combine()."""
     run_dir, _ = ensemble
     saved = Predictor.load(run_dir / "model").saved
     entry = json.loads((run_dir / "metrics.json").read_text())["training"]["cache_entry"]
     splits = Location(entry)
-    tables = tuple(families._read(splits, s, saved.layout) for s in ("train", "validation"))
+    tables = tuple(fitted.read_split(splits, s, saved.layout) for s in ("train", "validation"))
     network = TrainingResult(
         history=[{"epoch": 1, "train": {}, "validation": {}}],
         best_epoch=1,
@@ -292,18 +292,18 @@ def test_trees_that_score_beside_the_network_give_the_ensemble_the_same_figures(
     trees = TrainingResult(best_epoch=1, model=saved.model.members["gbm"])
     training = threading.Event()
     training.set()
-    sample = families._spread(tables[0], families.TRAIN_METRIC_ROWS)
+    sample = fitted.spread(tables[0], fitted.TRAIN_METRIC_ROWS)
     wanted = {"validation": tables[1], "train": sample}
-    scored = families._score_while(trees.model, wanted, training)
+    scored = ensemble_fit.score_while(trees.model, wanted, training)
     assert {split: len(logits) for split, logits in scored.items()} == {
         "validation": len(tables[1]),
         "train": len(sample),
     }
-    beside = families.combine(network, trees, tables, saved.meta, saved.settings, None, scored)
-    after = families.combine(network, trees, tables, saved.meta, saved.settings)
+    beside = ensemble_fit.combine(network, trees, tables, saved.meta, saved.settings, None, scored)
+    after = ensemble_fit.combine(network, trees, tables, saved.meta, saved.settings)
     assert beside.history == after.history and beside.family == after.family
     training.clear()
-    assert families._score_while(trees.model, wanted, training) == {}
+    assert ensemble_fit.score_while(trees.model, wanted, training) == {}
 
 
 def test_a_network_that_fails_stops_the_trees_training_beside_it():
@@ -321,9 +321,9 @@ def test_a_network_that_fails_stops_the_trees_training_beside_it():
                 params,
                 lightgbm.Dataset(x, x[:, 0] > 0),
                 num_boost_round=1_000_000,
-                callbacks=[track, families._StopWhenSet(failed)],
+                callbacks=[track, tree_fit.StopWhenSet(failed)],
             )
-        except families._Stopped:
+        except tree_fit.Stopped:
             rounds.append("stopped")
             raise
 
@@ -334,7 +334,7 @@ def test_a_network_that_fails_stops_the_trees_training_beside_it():
 
     threads = torch.get_num_threads()
     with pytest.raises(RuntimeError, match="the network failed"):
-        families._side_by_side(fit_network, fit_trees, 1, 1)
+        ensemble_fit.side_by_side(fit_network, fit_trees, 1, 1)
     assert rounds[-1] == "stopped" and len(rounds) < 1_000_000
     assert torch.get_num_threads() == threads
 
@@ -358,10 +358,10 @@ def test_trees_done_beside_the_network_hand_it_their_cores():
         return "network"
 
     trees = lambda threads, failed, training: "trees"  # noqa: E731
-    assert families._side_by_side(fit_network, trees, 1, 1) == ("network", "trees")
+    assert ensemble_fit.side_by_side(fit_network, trees, 1, 1) == ("network", "trees")
     assert seen == [cores] and torch.get_num_threads() == cores
     seen.clear()
-    families._side_by_side(fit_network, trees, 1, 1, hand_over=False)
+    ensemble_fit.side_by_side(fit_network, trees, 1, 1, hand_over=False)
     assert seen == [] and thread_share.take() is None
 
 
@@ -575,8 +575,8 @@ def test_the_driver_reads_the_same_spread_training_rows_a_row_group_at_a_time(tr
     pq.write_table(whole.slice(0, half), split / "part-0.parquet", row_group_size=97)
     pq.write_table(whole.slice(half), split / "part-1.parquet", row_group_size=211)
     splits = Location(str(tmp_path / "splits"))
-    spread = families._read_spread(splits, "train", layout, 300)
-    expected = families._spread(families._read(splits, "train", layout), 300)
+    spread = fitted.read_spread(splits, "train", layout, 300)
+    expected = fitted.spread(fitted.read_split(splits, "train", layout), 300)
     assert len(spread) == 300
     assert torch.equal(spread.row_ids, expected.row_ids)
     for key in (NUMERIC, CATEGORY):  # what trees read (token matrices pad to their rows)
@@ -586,10 +586,10 @@ def test_the_driver_reads_the_same_spread_training_rows_a_row_group_at_a_time(tr
 
 
 def test_a_ray_workers_tree_threads_come_from_its_cpus_unless_set():
-    assert families.worker_threads(None, {"CPU": 0.5}) == 1
-    assert families.worker_threads(None, {"CPU": 3.0}) == 3
-    assert families.worker_threads(None, {}) == 1
-    assert families.worker_threads(4, {"CPU": 1.0}) == 4
+    assert tree_fit.worker_threads(None, {"CPU": 0.5}) == 1
+    assert tree_fit.worker_threads(None, {"CPU": 3.0}) == 3
+    assert tree_fit.worker_threads(None, {}) == 1
+    assert tree_fit.worker_threads(4, {"CPU": 1.0}) == 4
 
 
 def test_training_metrics_of_fitted_models_come_from_evenly_spread_rows():
@@ -599,10 +599,10 @@ def test_training_metrics_of_fitted_models_come_from_evenly_spread_rows():
 
     rows = torch.arange(10)
     table = TensorTable({"x": rows.float()}, {"y": rows * 2}, rows + 100)
-    spread = families._spread(table, 4)
+    spread = fitted.spread(table, 4)
     assert spread.row_ids.tolist() == [100, 103, 106, 109]  # the first and last rows, even steps
     assert spread.targets["y"].tolist() == [0, 6, 12, 18]
-    assert families._spread(table, 20) is table
+    assert fitted.spread(table, 20) is table
 
 
 def test_the_configs_tree_output_types_are_those_whose_model_side_says_so():

@@ -14,7 +14,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner.config import ModelConfig
 from runner.errors import UserError
-from runner.model.base import ScoringModel, family
+from runner.model.base import ScoringModel
+from runner.model.registry import family
 from runner.model.layout import Layout
 
 MODEL_FILES = ("meta.json", "config.yaml")  # and its family's files

@@ -7,7 +7,8 @@ it returns the logits of each output in the network's conventions (a binary outp
 a category's unnormalized log-probabilities, a number in the target's normalized units). So the
 one scoring path (runner.scoring), its decoders and metrics, the Predictor, batch scoring, the
 Ray actor pool and serving hold no family's code. A `Family` saves and loads its models; the
-training side of a family (how it fits from the cached splits) lives in runner.training.families.
+training side of a family (how it fits from the cached splits) lives in runner.training.fitting;
+the registry of families by name in runner.model.registry.
 """
 
 from __future__ import annotations
@@ -46,10 +47,3 @@ def against_reference(model: ScoringModel):
     on them, runner/model/changed_columns.py); a model without the means scores as always."""
     means = getattr(model, "against_reference", None)
     return means() if means is not None else nullcontext()
-
-
-def family(name: str) -> Family:
-    """The family of model.family=`name` (runner.config.MODEL_FAMILIES)."""
-    from runner.model.families import FAMILIES
-
-    return FAMILIES[name]

@@ -7,8 +7,10 @@ result goes back into logits, so scoring decodes it as any model's."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -90,23 +92,25 @@ class EnsembleModel:
 
 
 class EnsembleFamily:
+    """Its members' families come from `family` (the registry's lookup, handed in: the
+    registry lists this family too)."""
+
     name = "ensemble"
     files: tuple[str, ...] = (WEIGHTS_FILE,)
 
-    def save(self, model, directory: Path) -> None:
-        from runner.model.base import family
+    def __init__(self, family: Callable[[str], Any]):
+        self.family = family
 
+    def save(self, model, directory: Path) -> None:
         for name, member in model.members.items():
             (directory / MEMBERS_DIR / name).mkdir(parents=True)
-            family(name).save(member, directory / MEMBERS_DIR / name)
+            self.family(name).save(member, directory / MEMBERS_DIR / name)
         (directory / WEIGHTS_FILE).write_text(json.dumps({"weights": model.weights}, indent=2))
 
     def load(self, directory: Path, layout: Layout, settings) -> EnsembleModel:
-        from runner.model.base import family
-
         weights = json.loads((directory / WEIGHTS_FILE).read_text())["weights"]
         members = {
-            name: family(name).load(directory / MEMBERS_DIR / name, layout, settings)
+            name: self.family(name).load(directory / MEMBERS_DIR / name, layout, settings)
             for name in weights
         }
         return EnsembleModel(members, weights, layout)

@@ -9,6 +9,8 @@ them through self-attention; Gorishniy et al., 2021).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 
@@ -398,3 +400,21 @@ class TabularModel(nn.Module):
 def build_model(layout: Layout, model: ModelConfig) -> TabularModel:
     """The network for this data layout and model config."""
     return TabularModel(layout, model)
+
+
+WEIGHTS_FILE = "weights.pt"
+
+
+class NetworkFamily:
+    name = "network"
+    files: tuple[str, ...] = (WEIGHTS_FILE,)
+
+    def save(self, model, directory: Path) -> None:
+        torch.save(model.state_dict(), directory / WEIGHTS_FILE)
+
+    def load(self, directory: Path, layout: Layout, settings):
+        network = build_model(layout, settings)
+        state = torch.load(directory / WEIGHTS_FILE, map_location="cpu", weights_only=True)
+        network.load_state_dict(state)
+        return network.eval()
+

@@ -29,7 +29,7 @@ def training_advice(
     history: list[dict], best_epoch: int, stopped_early: bool, patience: int, knobs=Knobs()
 ) -> str:
     """One clause for the summary's warning, from the epoch records (runner/training/loop.py)
-    or the trees' rounds (runner/training/families.py)."""
+    or the trees' rounds (runner/training/tree_fit.py)."""
     records = [h for h in history if "loss" in h.get("train", {})]
     if not records:
         return "check the features and their types, and the learning rate"
