@@ -890,6 +890,11 @@ TUNE_SEARCHES = ("random", "grid", "optuna")
 TUNE_SCHEDULERS = ("asha", "none")
 
 
+
+# Each tracker's schema by its node's name in conf/logger/ (logger_<name>_schema), where
+# its `_target_` lives.
+LOGGER_SCHEMAS: dict[str, Any] = {"tensorboard": TensorBoardConfig, "mlflow": MlflowConfig}
+
 @dataclass
 class TuneSweeperConfig:
     """hydra/sweeper=tune (conf/hydra/sweeper/tune.yaml; the sweep in runner/sweeps/tune/).
@@ -1075,8 +1080,8 @@ def register_configs() -> None:
     cs.store(name="loader_auto_schema", node=AutoLoaderConfig)
     cs.store(name="dataset_schema", node=DatasetConfig)
     cs.store(name="model_schema", node=ModelConfig)
-    cs.store(name="logger_tensorboard_schema", node=TensorBoardConfig)
-    cs.store(name="logger_mlflow_schema", node=MlflowConfig)
+    for name, schema in LOGGER_SCHEMAS.items():
+        cs.store(name=f"logger_{name}_schema", node=schema)
     cs.store(name="hydra_sweeper_tune_schema", node=TuneSweeperConfig)
     # --help: what the runner does, its first commands and its groups (conf/config.yaml picks it).
     cs.store(

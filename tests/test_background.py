@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from helpers import ROOT, error_lines, run_cli
@@ -164,3 +165,23 @@ def test_a_tracking_store_mlflow_cannot_open_is_one_error_line(tmp_path):
     assert len(lines) == 1, result.stderr[-3000:]
     assert "logger=mlflow could not open a run at sqlite:////proc/no-such-dir/mlflow.db" in lines[0]
     assert "Traceback" not in result.stderr
+
+
+def test_logger_mlflow_on_the_command_line_starts_its_child_before_hydra(tmp_path):
+    """run.py's start_early finds each tracker of conf/logger/mlflow.yaml, whose `_target_`
+    lives in its schema, not in the yaml: MLflow's child is started and waits to be adopted."""
+    from runner.background import adopt_early
+    from runner.tracking.base import start_early, tracker_targets
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    assert tracker_targets(conf / "logger" / "mlflow.yaml") == [
+        "runner.tracking.tensorboard.TensorBoardTracker",
+        "runner.tracking.mlflow.MlflowTracker",
+    ]
+    assert adopt_early() is None
+    start_early(["logger=mlflow", f"logger.mlflow.tracking_uri=sqlite:///{tmp_path}/m.db"], conf)
+    child = adopt_early()
+    assert child is not None  # started before the config was composed
+    assert child.close() == []  # its warm-up (MLflow's imports) ran without an error
+    start_early(["logger=tensorboard"], conf)
+    assert adopt_early() is None  # TensorBoard logs from the run's own process

@@ -152,12 +152,29 @@ def start_early(args: list[str], conf_dir: Path) -> None:
     path = conf_dir / "logger" / f"{picked[-1]}.yaml"
     if not path.is_file():
         return  # the override's own check names the options
+    for target in tracker_targets(path):
+        module, _, name = target.rpartition(".")
+        tracker = getattr(importlib.import_module(module), name)
+        if hasattr(tracker, "start_early"):
+            tracker.start_early(args)
+
+
+def tracker_targets(path: Path) -> list[str]:
+    """The `_target_` of each tracker a conf/logger/ option lists: its own where the node
+    names one, else its schema's (runner/config.py LOGGER_SCHEMAS), where the built-in
+    trackers keep theirs."""
     import yaml
 
+    from runner.config import LOGGER_SCHEMAS
+
     nodes = yaml.safe_load(path.read_text()) or {}
-    for node in nodes.values():
-        if isinstance(node, dict) and "_target_" in node:
-            module, _, name = node["_target_"].rpartition(".")
-            tracker = getattr(importlib.import_module(module), name)
-            if hasattr(tracker, "start_early"):
-                tracker.start_early(args)
+    # A tracker is a node of its own or a schema the defaults list places: `/<schema>@<key>`.
+    placed = [str(d).rpartition("@")[2] for d in nodes.get("defaults", []) if "@" in str(d)]
+    targets = []
+    for key in dict.fromkeys([*placed, *(k for k in nodes if k != "defaults")]):
+        node = nodes.get(key)
+        own = node.get("_target_") if isinstance(node, dict) else None
+        target = own or getattr(LOGGER_SCHEMAS.get(key), "_target_", None)
+        if target:
+            targets.append(target)
+    return targets
