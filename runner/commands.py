@@ -82,7 +82,7 @@ def _run_command(cfg: DictConfig, run_dir: str | Path, settings, early) -> dict:
         with plan.backend:
             _share_run_dir(plan)
             run = plan.resolve()
-            command = command_function(run.settings.command)
+            command = COMMAND_FUNCTIONS[run.settings.command]
             if run.settings.command not in RESULT_COMMANDS:
                 return command(run)
             with _tracked(run, trackers) as tracking:
@@ -680,6 +680,15 @@ def command_init(run: Run) -> dict:
     return {}
 
 
-def command_function(name: str) -> Callable[..., dict]:
-    """What command=<name> runs: command_<name> above."""
-    return globals()[f"command_{name}"]
+# What command=<name> runs, one function per entry of runner/command_table.py COMMANDS.
+COMMAND_FUNCTIONS: dict[str, Callable[..., dict]] = {
+    "experiment": command_experiment,
+    "preprocess": command_preprocess,
+    "train": command_train,
+    "evaluate": command_evaluate,
+    "predict": command_predict,
+    "explain": command_explain,
+    "serve": command_serve,
+    "export": command_export,
+    "init": command_init,
+}
