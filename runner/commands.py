@@ -221,6 +221,7 @@ def _preprocess_and_train(run: Run, figures, trackers):
 def _train(run: Run, pre: Preprocessed, figures, trackers):
     from runner import outputs
     from runner.model.layout import Layout
+    from runner.training.fit_job import FitJob
     from runner.training.fitting import fit_family
     from runner.training.job import TrainingJob
 
@@ -240,15 +241,16 @@ def _train(run: Run, pre: Preprocessed, figures, trackers):
         job.epoch_logs = trackers.epochs()
         return job
 
-    result = fit_family(
+    fit = FitJob(
         model,
-        lambda: run.trainer.fit(make_job, run.backend),
         pre.entry,
         pre.meta,
         run.trainer,
         run.backend,
         run.loader,
+        fit_network=lambda: run.trainer.fit(make_job, run.backend),
     )
+    result = fit_family(fit)
     if not run.backend.is_main:
         return result, layout  # under horovodrun, rank 0 writes the outputs
     assert result is not None and result.model is not None  # rank 0's, with its model
@@ -278,14 +280,13 @@ def _resolved_model(run: Run, layout: Layout) -> ModelConfig:
             log.info("model.family=auto picked %s: %s", family, why)
         model = replace(model, family=family)
         run.cfg.model.family = family
-    if model.ensemble_size is not None or model.family == "gbm":
+    picked = model.network_members(layout.train_rows)
+    if picked is None:
         return model
-    if model.family == "ensemble":  # the trees bring the diversity; members would double its cost
-        members, why = 1, "in the ensemble family, the trees stand in for the network's members"
+    members, why, concrete = picked
+    if concrete:
         model = replace(model, ensemble_size=members)
         run.cfg.model.ensemble_size = members
-    else:
-        members, why = model.ensemble_members(layout.train_rows)
     if main:
         log.info("model.ensemble_size=auto picked %d: %s", members, why)
     return model
@@ -301,20 +302,16 @@ def _baseline_check(run: Run, result, layout, metrics: dict) -> dict:
     same rows; logged as a warning, with what to change, for each output that does not beat it."""
     from runner.scoring.decoding import baseline_check
     from runner.training.advice import Knobs, training_advice
+    from runner.training.fitting import fit_of
 
     check = baseline_check(layout, metrics.get("validation", {}), result.validation_baseline)
     failing = [c for c in check.values() if not c["better"]]
     if failing:
         patience, knobs = run.settings.trainer.early_stopping.patience, Knobs()
-        if run.cfg.model.family == "gbm":  # the family made concrete by _resolved_model
-            gbm = run.settings.model.gbm  # the trees' curve: their rounds and settings
-            patience = gbm.early_stopping_rounds
-            knobs = Knobs(
-                "model.gbm.learning_rate",
-                "model.gbm.early_stopping_rounds",
-                "round",
-                gbm.learning_rate,
-            )
+        # the family made concrete by _resolved_model
+        family_knobs = fit_of(run.cfg.model.family).knobs
+        if family_knobs is not None:
+            patience, knobs = family_knobs(run.settings.model)
         advice = training_advice(
             result.history, result.best_epoch, result.stopped_early, patience, knobs
         )
@@ -506,6 +503,7 @@ def command_explain(run: Run, figures, trackers) -> dict:
 
     from runner.reports.explanations import summarize
     from runner.scoring.batch import ScoringTask
+    from runner.scoring.explain import explain_method
 
     started = time.perf_counter()
     task = ScoringTask(
@@ -521,8 +519,7 @@ def command_explain(run: Run, figures, trackers) -> dict:
     seconds = time.perf_counter() - started
     summary = summarize(outcome.predictions)
     log.info("explained %d rows in %.2fs", summary["rows"], seconds)
-    model = predictor.saved.settings.family
-    method = {"network": "integrated gradients", "gbm": "tree SHAP"}.get(model, model)
+    method = explain_method(predictor.saved.settings.family)
     assert run.settings.model_dir is not None  # the Predictor loaded from it
     trained = Path(run.settings.model_dir).parent / "metrics.json"  # the model's own run
     importance = json.loads(trained.read_text()).get("importance") if trained.exists() else None
@@ -543,7 +540,7 @@ def command_explain(run: Run, figures, trackers) -> dict:
     extra = {
         "explained": {
             "output": predictor.layout.outputs[0].name,
-            "method": method,
+            "method": f"{method} ({predictor.saved.settings.family})",
             "dataset": run.source.label,
             "extreme_rows": summary["extreme_rows"],
         },

@@ -57,6 +57,19 @@ def _one_of(value, allowed: tuple, key: str) -> None:
         raise UserError(f"{key}={value} is unknown; {hint}use one of: {', '.join(names)}")
 
 
+def _family_module(name: str) -> bool:
+    """model.family names a module of one's own (with a FAMILY, runner.model.registry), not a
+    built-in family: one that Python finds."""
+    import importlib.util
+
+    if name in ("auto", *MODEL_FAMILIES) or not name.replace(".", "").replace("_", "").isalnum():
+        return False
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _resources(given, key: str) -> dict[str, float]:
     """A Ray resource mapping ({CPU: 1, GPU: 1, custom: 2}); null means {CPU: 1}."""
     given = given or {"CPU": 1.0}
@@ -250,7 +263,8 @@ class ModelConfig:
     ensemble_side_by_side_rows: int | None = 50_000
 
     def __post_init__(self):
-        _one_of(self.family, ("auto", *MODEL_FAMILIES), "model.family")
+        if not _family_module(self.family):
+            _one_of(self.family, ("auto", *MODEL_FAMILIES), "model.family")
         outputs = self.output_features
         if self.family in ("gbm", "ensemble") and outputs is not None:
             kinds = [f"{f.name} ({f.type})" for f in outputs]
@@ -336,6 +350,17 @@ class ModelConfig:
             "the network and the trees on the same splits, weighted on validation, so the "
             "model is at least the better of the two there (the weights below)"
         )
+
+    def network_members(self, train_rows: int | None) -> tuple[int, str, bool] | None:
+        """The network's members, why, and whether the saved config should say the number
+        (model.ensemble_size), where the family has a network; None where it has none.
+        The ensemble family's network is one: the trees bring the diversity, and members
+        would double its cost."""
+        if self.ensemble_size is not None or self.family not in ("network", "ensemble"):
+            return None
+        if self.family == "ensemble":
+            return 1, "in the ensemble family, the trees stand in for the network's members", True
+        return (*self.ensemble_members(train_rows), False)
 
     def ensemble_members(self, train_rows: int | None) -> tuple[int, str]:
         """The ensemble's members and why: model.ensemble_size, or its auto pick for a training

@@ -30,12 +30,12 @@ def _json_default(value):
 def save_model(model_dir: Path, model, meta: dict, cfg) -> None:
     """The family's files (weights, booster, members) + feature metadata + resolved config:
     all predict needs, without the cache."""
-    from runner.model.registry import family
+    from runner.model.registry import LEGACY_FAMILY, family
 
     tmp = model_dir.with_name(model_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    family(str(cfg.model.get("family", "network"))).save(model, tmp)
+    family(str(cfg.model.get("family", LEGACY_FAMILY))).save(model, tmp)
     write_json(tmp / "meta.json", meta)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     (tmp / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(redact(resolved))))

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from runner.config import ModelConfig
 from runner.errors import UserError
 from runner.model.base import ScoringModel
-from runner.model.registry import family
+from runner.model.registry import LEGACY_FAMILY, family
 from runner.model.layout import Layout
 
 MODEL_FILES = ("meta.json", "config.yaml")  # and its family's files
@@ -38,7 +38,7 @@ def load_model_dir(model_dir: str | os.PathLike | None) -> SavedModel:
     saved = cast(
         DictConfig, OmegaConf.load(config).model if config.is_file() else OmegaConf.create({})
     )
-    kind = family(str(saved.get("family", "network")))  # saved before families: a network
+    kind = family(str(saved.get("family", LEGACY_FAMILY)))  # saved before families: a network
     needed = (*kind.files, *MODEL_FILES)
     missing = [name for name in needed if not (path / name).is_file()]
     if missing:
@@ -56,7 +56,7 @@ def load_model_dir(model_dir: str | os.PathLike | None) -> SavedModel:
     if "ensemble_size" not in saved:  # saved before the ensemble existed: a single network
         saved.ensemble_size = 1
     if "family" not in saved:  # saved before the families existed (the default is now auto)
-        saved.family = "network"
+        saved.family = LEGACY_FAMILY
     settings = cast(
         ModelConfig, OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ModelConfig), saved))
     )

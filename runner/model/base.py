@@ -33,8 +33,19 @@ class ScoringModel(Protocol):
 
 
 class Family(Protocol):
+    """A model family: how its model/ dir is written and read, and what the commands ask of
+    it instead of its model's type. Fitting is runner.training.fitting's for the built-in
+    families (training sits above scoring); a family from a module of its own (model.family=
+    <module>, runner.model.registry) fits itself: `fit(job)` with a FitJob, returning a
+    TrainingResult."""
+
     name: str
     files: tuple[str, ...]  # what its model/ dir holds besides meta.json and config.yaml
+    # command=export's formats (runner.model.export WRITERS), its own first (format=auto)
+    export_formats: tuple[str, ...]
+    # command=explain's method (runner.scoring.explain EXPLAINERS); "" where it has none
+    explain_method: str
+    packages: tuple[str, ...]  # what its saved model scores with beyond torch (MLflow's pyfunc)
 
     def save(self, model: ScoringModel, directory: Path) -> None: ...
 

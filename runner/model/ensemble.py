@@ -97,6 +97,9 @@ class EnsembleFamily:
 
     name = "ensemble"
     files: tuple[str, ...] = (WEIGHTS_FILE,)
+    export_formats: tuple[str, ...] = ("members",)  # each member in its own format
+    explain_method = "members"  # each member's, weighted (runner.scoring.explain)
+    packages: tuple[str, ...] = ("lightgbm",)  # its trees'
 
     def __init__(self, family: Callable[[str], Any]):
         self.family = family

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -21,6 +23,7 @@ from runner.model.artifact import SavedModel
 from runner.model.ensemble import EnsembleModel
 from runner.model.gbm import BOOSTER_FILE, TreeModel, categorical_indices, feature_names
 from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
+from runner.model.registry import family
 
 ARTIFACT = "model.torchscript.pt"
 ONNX_ARTIFACT = "model.onnx"
@@ -41,48 +44,49 @@ def example_inputs(layout: Layout, rows: int = 2) -> dict[str, torch.Tensor]:
 def export_model(saved: SavedModel, target: Path, format_: str = "auto") -> Path:
     """Writes the model's artifact(s), meta.json and export.json under target (whole or not at
     all); returns the artifact's path (an ensemble's: its folder)."""
-    model = saved.model
-    own = "lightgbm" if isinstance(model, TreeModel) else "torchscript"
-    if isinstance(model, EnsembleModel):
-        own = "members"
-    fits = ("auto", own, "onnx") if own == "torchscript" else ("auto", own)
-    if format_ not in fits:
+    name = saved.settings.family
+    formats = family(name).export_formats
+    if format_ not in ("auto", *formats) or not formats:
         raise UserError(
-            f"export.format={format_} does not fit this model ({saved.settings.family}: "
-            f"{own}{', onnx' if own == 'torchscript' else ''}); use export.format=auto"
+            f"export.format={format_} does not fit this model ({name}: "
+            f"{', '.join(formats) or 'no format'}); use export.format=auto"
         )
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    if format_ == "onnx":
-        artifact = _write_onnx(model, saved.layout, tmp)
-    else:
-        artifact = _write(model, saved.layout, tmp)
+    write = WRITERS[formats[0] if format_ == "auto" else format_]
+    artifact = write(saved.model, saved.layout, tmp)
     (tmp / "meta.json").write_text(json.dumps(saved.meta, indent=2, sort_keys=True, default=str))
     shutil.rmtree(target, ignore_errors=True)
     os.rename(tmp, target)
     return target / artifact
 
 
-def _write(model, layout: Layout, folder: Path) -> str:
-    """The artifact and its export.json in `folder`; the artifact's name."""
-    if isinstance(model, EnsembleModel):
-        for name, member in model.members.items():
-            (folder / name).mkdir()
-            _write(member, layout, folder / name)
-        (folder / "ensemble.json").write_text(json.dumps({"weights": model.weights}, indent=2))
-        return "ensemble.json"
-    if isinstance(model, TreeModel):
-        model.booster.save_model(str(folder / BOOSTER_FILE))
-        described = {
-            "format": "lightgbm",
-            "features": feature_names(layout),
-            "columns": [*layout.numeric, *(name for name, *_ in layout.categories)],
-            "categorical": categorical_indices(layout),
-            "outputs": _outputs(layout),
-        }
-        (folder / "export.json").write_text(json.dumps(described, indent=2))
-        return BOOSTER_FILE
+def _write_members(model: EnsembleModel, layout: Layout, folder: Path) -> str:
+    """Each member in its family's own format, in a folder of its name, and the weights."""
+    for name, member in model.members.items():
+        (folder / name).mkdir()
+        WRITERS[family(name).export_formats[0]](member, layout, folder / name)
+    (folder / "ensemble.json").write_text(json.dumps({"weights": model.weights}, indent=2))
+    return "ensemble.json"
+
+
+def _write_lightgbm(model: TreeModel, layout: Layout, folder: Path) -> str:
+    """The booster as LightGBM's text model, and its export.json."""
+    model.booster.save_model(str(folder / BOOSTER_FILE))
+    described = {
+        "format": "lightgbm",
+        "features": feature_names(layout),
+        "columns": [*layout.numeric, *(name for name, *_ in layout.categories)],
+        "categorical": categorical_indices(layout),
+        "outputs": _outputs(layout),
+    }
+    (folder / "export.json").write_text(json.dumps(described, indent=2))
+    return BOOSTER_FILE
+
+
+def _write_torchscript(model, layout: Layout, folder: Path) -> str:
+    """The network traced to TorchScript, and its export.json."""
     with torch.no_grad():
         traced = torch.jit.trace(model.eval(), (example_inputs(layout),), strict=False)
     traced.save(str(folder / ARTIFACT))
@@ -139,3 +143,13 @@ def _outputs(layout: Layout) -> dict:
         spec.name: {"type": spec.type, "size": spec.size, "classes": spec.labels}
         for spec in layout.outputs
     }
+
+
+# Each export format's writer (Family.export_formats names them): (model, layout, folder) ->
+# the artifact's name in folder, with its export.json beside it.
+WRITERS: dict[str, Callable[[Any, Layout, Path], str]] = {
+    "torchscript": _write_torchscript,
+    "onnx": _write_onnx,
+    "lightgbm": _write_lightgbm,
+    "members": _write_members,
+}

@@ -103,6 +103,9 @@ class TreeModel:
 class GBMFamily:
     name = "gbm"
     files: tuple[str, ...] = (BOOSTER_FILE,)
+    export_formats: tuple[str, ...] = ("lightgbm",)
+    explain_method = "tree SHAP"
+    packages: tuple[str, ...] = ("lightgbm",)
 
     def save(self, model, directory: Path) -> None:
         model.booster.save_model(str(directory / BOOSTER_FILE))

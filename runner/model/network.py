@@ -408,6 +408,9 @@ WEIGHTS_FILE = "weights.pt"
 class NetworkFamily:
     name = "network"
     files: tuple[str, ...] = (WEIGHTS_FILE,)
+    export_formats: tuple[str, ...] = ("torchscript", "onnx")
+    explain_method = "integrated gradients"
+    packages: tuple[str, ...] = ()
 
     def save(self, model, directory: Path) -> None:
         torch.save(model.state_dict(), directory / WEIGHTS_FILE)

@@ -25,6 +25,7 @@ for the row (the `class` column). Each family explains itself:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,7 @@ from runner.loading.tensors import TensorTable
 from runner.model.ensemble import EnsembleModel
 from runner.model.gbm import TreeModel, feature_matrix
 from runner.model.layout import CATEGORY, NUMERIC, Layout, OutputSpec, feature_columns, text_key
+from runner.model.registry import family
 
 IG_CHUNK_ROWS = 2048  # rows per integrated-gradients pass (its graph holds one step at a time)
 
@@ -66,10 +68,11 @@ def explain_processed(predictor, table: pa.Table, steps: int = 64) -> pd.DataFra
     inputs = {name: tensor.cpu() for name, tensor in data.inputs.items()}
     owners = _owners(layout, predictor.input_names)
     model = predictor.saved.model.eval()
-    if isinstance(model, EnsembleModel):
+    method = explain_method(predictor.saved.settings.family)
+    if method == MEMBERS:
         output, base, attributions, chosen = _ensemble(model, inputs, layout, spec, owners, steps)
     else:
-        found = explain_model(model, inputs, layout, spec, owners, steps)
+        found = EXPLAINERS[method](model, inputs, layout, spec, owners, steps, None)
         output, base = found.explained(found.logits), found.explained(found.base_logits)
         attributions, chosen = found.attributions, found.chosen
     frame = pd.DataFrame({"row": data.row_ids.numpy()})
@@ -82,12 +85,15 @@ def explain_processed(predictor, table: pa.Table, steps: int = 64) -> pd.DataFra
     return frame
 
 
-def explain_model(model, inputs, layout, spec, owners, steps, chosen=None) -> Explanation:
-    if isinstance(model, TreeModel):
-        return _trees(model, inputs, layout, spec, owners, chosen)
-    if hasattr(model, "from_encodings"):
-        return _network(model, inputs, layout, spec, owners, steps, chosen)
-    raise UserError(f"command=explain cannot explain a {type(model).__name__}")
+def explain_method(name: str) -> str:
+    """How command=explain explains model.family=`name` (Family.explain_method)."""
+    method = family(name).explain_method
+    if method != MEMBERS and method not in EXPLAINERS:
+        raise UserError(
+            f"command=explain cannot explain model.family={name} (its explain_method is "
+            f"{method!r}; one of {', '.join([*EXPLAINERS, MEMBERS])} explains)"
+        )
+    return method
 
 
 def _owners(layout: Layout, input_names: list[str]) -> np.ndarray:
@@ -106,7 +112,7 @@ def _owners(layout: Layout, input_names: list[str]) -> np.ndarray:
     return owners
 
 
-def _trees(model: TreeModel, inputs, layout, spec, owners, chosen) -> Explanation:
+def _trees(model: TreeModel, inputs, layout, spec, owners, steps, chosen) -> Explanation:
     matrix = feature_matrix(inputs, layout)
     contributions = model.predict(matrix, pred_contrib=True)
     rows, columns = matrix.shape
@@ -193,7 +199,8 @@ def _ensemble(model: EnsembleModel, inputs, layout, spec: OutputSpec, owners, st
         weight = model.weights[name]
         if weight <= 0:
             continue
-        found = explain_model(member, inputs, layout, spec, owners, steps, chosen)
+        explain = EXPLAINERS[explain_method(name)]
+        found = explain(member, inputs, layout, spec, owners, steps, chosen)
         value = spec.head.to_space(found.logits)[rows, chosen]
         value_base = spec.head.to_space(found.base_logits)[rows, chosen]
         moved = found.explained(found.logits) - found.explained(found.base_logits)
@@ -204,3 +211,12 @@ def _ensemble(model: EnsembleModel, inputs, layout, spec: OutputSpec, owners, st
         base = base + weight * value_base
         attributions = attributions + weight * scale[:, None] * found.attributions
     return np.asarray(output), np.asarray(base), np.asarray(attributions), chosen
+
+
+# Each explain method (Family.explain_method names them): (model, inputs, layout, spec,
+# owners, steps, chosen) -> its Explanation. MEMBERS: an ensemble's, each member's weighted.
+EXPLAINERS: dict[str, Callable[..., Explanation]] = {
+    "tree SHAP": _trees,
+    "integrated gradients": _network,
+}
+MEMBERS = "members"

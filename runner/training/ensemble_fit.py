@@ -16,12 +16,14 @@ import torch
 from runner.config import ModelConfig
 from runner.fast_start import import_lightgbm
 from runner.loading.tensors import TensorTable
-from runner.model.ensemble import EnsembleModel, select_weights
-from runner.model.gbm import TreeModel
+from runner.model.ensemble import EnsembleFamily, EnsembleModel, select_weights
+from runner.model.gbm import GBMFamily, TreeModel
 from runner.model.layout import Layout
+from runner.model.network import NetworkFamily
 from runner.scoring.decoding import Decoders, compute_metrics
 from runner.storage import Location
 from runner.training import thread_share
+from runner.training.fit_job import FitJob
 from runner.training.fitted import (
     TRAIN_METRIC_ROWS,
     model_logits,
@@ -40,14 +42,15 @@ from runner.training.tree_fit import (
 
 log = logging.getLogger(__name__)
 
+NETWORK, GBM = NetworkFamily.name, GBMFamily.name  # its members, named by their families
 
-def fit_ensemble(
-    model: ModelConfig, fit_network, splits: Location, meta: dict, trainer, backend, loader
-):
+
+def fit_ensemble(job: FitJob) -> TrainingResult | None:
     """The ensemble's TrainingResult. Its trees follow its network: on Ray Train where the
     network trained on Ray's workers (from as many rows, outside a sweep trial's placement
     group), else here, beside the network or after it."""
-    layout = Layout.from_meta(meta, model)
+    model, meta, splits, trainer, layout = job.model, job.meta, job.splits, job.trainer, job.layout
+    fit_network, backend, loader = job.fit_network, job.backend, job.loader
     if not tree_inputs(layout):
         network = fit_network()
         if network is None:  # under horovodrun, the ranks other than 0
@@ -55,8 +58,8 @@ def fit_ensemble(
         log.info(
             "ensemble: the network alone (no input trees can split on: %s)", no_tree_inputs(layout)
         )
-        alone = EnsembleModel({"network": network.model}, {"network": 1.0}, layout)
-        return replace(network, model=alone, family={"ensemble_weights": {"network": 1.0}})
+        alone = EnsembleModel({NETWORK: network.model}, {NETWORK: 1.0}, layout)
+        return replace(network, model=alone, family={"ensemble_weights": {NETWORK: 1.0}})
     split = thread_split(model, trainer, layout.train_rows)
     if split is None:
         network = fit_network()
@@ -211,10 +214,10 @@ def combine(
     trees' logits of the validation split and the training sample, where their thread had
     them ready (score_while)."""
     layout = Layout.from_meta(meta, model)
-    check_tree_outputs(layout, "ensemble")
+    check_tree_outputs(layout, EnsembleFamily.name)
     spec = layout.outputs[0]
-    members = {"network": network.model, "gbm": trees.model}
-    ready = {f"gbm/{split}": logits for split, logits in (scored or {}).items()}
+    members = {NETWORK: network.model, GBM: trees.model}
+    ready = {f"{GBM}/{split}": logits for split, logits in (scored or {}).items()}
     train, validation = tables
     sample = spread(train, TRAIN_METRIC_ROWS)
 
@@ -235,7 +238,7 @@ def combine(
             logits = {spec.name: spec.head.to_logits(prediction).astype(np.float32)}
             figures[name] = compute_metrics(layout, decoders, logits, targets)
     else:
-        weights, rounds = {"network": 0.5, "gbm": 0.5}, []
+        weights, rounds = {NETWORK: 0.5, GBM: 0.5}, []
     metric = f"{spec.name}/{spec.head.metrics[0]}"
     log.info(
         "ensemble weights from the validation split (%d greedy rounds): %s",

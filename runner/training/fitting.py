@@ -1,4 +1,5 @@
-"""How each model family fits from the cached splits (model.family).
+"""How each model family fits from the cached splits (model.family), one entry per built-in
+family in FITS; a family of one's own fits itself (its `fit(job)`, runner.model.registry).
 
 network: the one training loop, run by the trainer (local, Horovod, DDP) on the backend.
 gbm: LightGBM (runner/training/tree_fit.py), here or data-parallel on Ray Train.
@@ -10,18 +11,45 @@ scoring path (runner/training/fitted.py), as a network's validation metrics do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from runner.config import ModelConfig
-from runner.storage import Location
+from runner.model.ensemble import EnsembleFamily
+from runner.model.gbm import GBMFamily
+from runner.model.network import NetworkFamily
+from runner.model.registry import family
+from runner.training.advice import Knobs
 from runner.training.ensemble_fit import fit_ensemble
-from runner.training.tree_fit import fit_gbm
+from runner.training.fit_job import FitJob
+from runner.training.job import TrainingResult
+from runner.training.tree_fit import fit_gbm, tree_knobs
 
 
-def fit_family(
-    model: ModelConfig, fit_network, splits: Location, meta: dict, trainer, backend, loader
-):
-    """The family's TrainingResult. `fit_network()` runs the trainer (the network's loop)."""
-    if model.family == "network":
-        return fit_network()
-    if model.family == "gbm":
-        return fit_gbm(model, splits, meta, trainer, backend, loader)
-    return fit_ensemble(model, fit_network, splits, meta, trainer, backend, loader)
+@dataclass(frozen=True)
+class Fit:
+    fit: Callable[[FitJob], TrainingResult | None]  # None: horovodrun's ranks other than 0
+    # (patience, knobs) the training advice names for the family's curve; None: the network's
+    # epochs (trainer.early_stopping.patience, trainer.learning_rate)
+    knobs: Callable[[ModelConfig], tuple[int, Knobs]] | None = None
+
+
+def _fit_network(job: FitJob) -> TrainingResult | None:
+    return job.fit_network()
+
+
+FITS: dict[str, Fit] = {
+    NetworkFamily.name: Fit(_fit_network),
+    GBMFamily.name: Fit(fit_gbm, tree_knobs),
+    EnsembleFamily.name: Fit(fit_ensemble),
+}
+
+
+def fit_of(name: str) -> Fit:
+    """How model.family=`name` fits: a built-in family's entry, else the family's own fit."""
+    return FITS.get(name) or Fit(family(name).fit)  # type: ignore[attr-defined]
+
+
+def fit_family(job: FitJob) -> TrainingResult | None:
+    """The family's TrainingResult."""
+    return fit_of(job.model.family).fit(job)

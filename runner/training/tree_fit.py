@@ -18,6 +18,7 @@ from runner.errors import UserError
 from runner.fast_start import import_lightgbm
 from runner.loading.tensors import TensorTable
 from runner.model.gbm import (
+    GBMFamily,
     TreeModel,
     categorical_indices,
     feature_matrix,
@@ -27,6 +28,8 @@ from runner.model.gbm import (
 from runner.model.layout import Layout
 from runner.scoring.decoding import Decoders, compute_metrics
 from runner.storage import Location
+from runner.training.advice import Knobs
+from runner.training.fit_job import FitJob
 from runner.training.fitted import TRAIN_METRIC_ROWS, fitted_result, read_split, read_spread
 from runner.training.job import TrainingResult
 from runner.training.reporting import listening, report_epoch, stopped_by_scheduler
@@ -34,18 +37,27 @@ from runner.training.reporting import listening, report_epoch, stopped_by_schedu
 log = logging.getLogger(__name__)
 
 
-def fit_gbm(model: ModelConfig, splits: Location, meta: dict, trainer, backend, loader):
+def fit_gbm(job: FitJob) -> TrainingResult:
     """gbm's TrainingResult: its trees train data-parallel on Ray with the trainer's workers
     where it has more than one and the training split has model.gbm.ray_from_rows rows, each
-    worker reading its own rows through `loader` (the network's shards)."""
-    layout = Layout.from_meta(meta, model)
+    worker reading its own rows through the job's loader (the network's shards)."""
+    model, layout = job.model, job.layout
     if not tree_inputs(layout):
         raise UserError(
             f"model.family=gbm has no input trees can split on: {no_tree_inputs(layout)}; "
             "use model.family=network or ensemble"
         )
-    workers = tree_workers(trainer, backend, model, layout)
-    return fit_trees(splits, meta, model, trainer.settings, workers, loader=loader)
+    workers = tree_workers(job.trainer, job.backend, model, layout)
+    return fit_trees(job.splits, job.meta, model, job.trainer.settings, workers, loader=job.loader)
+
+
+def tree_knobs(model: ModelConfig) -> tuple[int, Knobs]:
+    """The trees' curve for the training advice: their rounds and settings."""
+    gbm = model.gbm
+    knobs = Knobs(
+        "model.gbm.learning_rate", "model.gbm.early_stopping_rounds", "round", gbm.learning_rate
+    )
+    return gbm.early_stopping_rounds, knobs
 
 
 class Stopped(Exception):
@@ -228,7 +240,7 @@ def _boost(splits, meta, model, trainer, network=None, tables=None, threads=None
             callbacks.append(lgb.early_stopping(settings.early_stopping_rounds, verbose=False))
         # A sweep's scheduler (ASHA) hears gbm's rounds; an ensemble's trial is its network's
         # epochs, which it heard already.
-        if network is None and model.family == "gbm" and listening():
+        if network is None and model.family == GBMFamily.name and listening():
             reports = _SchedulerReports(layout, meta, validation, settings, trainer, evals)
             callbacks.append(reports)
     started = time.perf_counter()

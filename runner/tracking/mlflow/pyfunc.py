@@ -26,15 +26,17 @@ class PredictorModel(PythonModel):
 
 
 def _requirements(model_dir: Path) -> list[str]:
-    """The packages the model scores with, pinned as installed (LightGBM where it has trees)."""
+    """The packages the model scores with, pinned as installed (its family's besides the
+    runner's: LightGBM where it has trees)."""
     from importlib.metadata import version
 
     from omegaconf import OmegaConf
 
+    from runner.model.registry import LEGACY_FAMILY, family
+
     names = ["torch", "pandas", "pyarrow", "numpy", "mlflow"]
-    family = OmegaConf.load(model_dir / "config.yaml").model.get("family", "network")
-    if family in ("gbm", "ensemble"):
-        names.append("lightgbm")
+    name = OmegaConf.load(model_dir / "config.yaml").model.get("family", LEGACY_FAMILY)
+    names += [p for p in family(name).packages if p not in names]
     return [f"{name}=={version(name)}" for name in names]
 
 
