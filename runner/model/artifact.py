@@ -15,8 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 from runner.config import ModelConfig
 from runner.errors import UserError
 from runner.model.base import ScoringModel
-from runner.model.registry import LEGACY_FAMILY, family
 from runner.model.layout import Layout
+from runner.model.registry import LEGACY_FAMILY, family
 
 MODEL_FILES = ("meta.json", "config.yaml")  # and its family's files
 

@@ -420,4 +420,3 @@ class NetworkFamily:
         state = torch.load(directory / WEIGHTS_FILE, map_location="cpu", weights_only=True)
         network.load_state_dict(state)
         return network.eval()
-

@@ -21,7 +21,6 @@ from runner.model.gbm import GBMFamily, TreeModel
 from runner.model.layout import Layout
 from runner.model.network import NetworkFamily
 from runner.scoring.decoding import Decoders, compute_metrics
-from runner.storage import Location
 from runner.training import thread_share
 from runner.training.fit_job import FitJob
 from runner.training.fitted import (
@@ -291,4 +290,3 @@ def combine(
             ),
         },
     )
-

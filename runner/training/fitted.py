@@ -39,7 +39,9 @@ def read_spread(splits: Location, split: str, layout: Layout, most: int) -> Tens
     return TensorTable.from_arrow(pa.concat_tables(parts), layout)
 
 
-def fitted_result(model, layout, meta, train, validation, evals, best, scored=True) -> TrainingResult:
+def fitted_result(
+    model, layout, meta, train, validation, evals, best, scored=True
+) -> TrainingResult:
     """A TrainingResult for a model fitted outside the loop: the loss curve at the rounds the
     training loss was recorded (at most CURVE_POINTS), and the scoring path's metrics on
     train and validation at the kept round, as the entry of that round."""
@@ -98,7 +100,9 @@ def spread(table: TensorTable, most: int) -> TensorTable:
     return TensorTable(inputs, targets, table.row_ids.index_select(0, index))
 
 
-def model_metrics(model, layout: Layout, decoders: Decoders, table: TensorTable) -> dict[str, float]:
+def model_metrics(
+    model, layout: Layout, decoders: Decoders, table: TensorTable
+) -> dict[str, float]:
     if not len(table):
         return {}
     logits = model_logits(model, layout, table)
@@ -110,4 +114,3 @@ def model_logits(model, layout: Layout, table: TensorTable) -> dict[str, np.ndar
     from runner.scoring.forward import score
 
     return score(model, table.chunks(65536), layout).logits
-

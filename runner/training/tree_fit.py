@@ -30,7 +30,13 @@ from runner.scoring.decoding import Decoders, compute_metrics
 from runner.storage import Location
 from runner.training.advice import Knobs
 from runner.training.fit_job import FitJob
-from runner.training.fitted import TRAIN_METRIC_ROWS, fitted_result, read_split, read_spread
+from runner.training.fitted import (
+    CURVE_POINTS,
+    TRAIN_METRIC_ROWS,
+    fitted_result,
+    read_split,
+    read_spread,
+)
 from runner.training.job import TrainingResult
 from runner.training.reporting import listening, report_epoch, stopped_by_scheduler
 
@@ -402,4 +408,3 @@ def _tree_worker(config: dict) -> None:
         config["out"].put(
             ("booster", (booster.model_to_string(), booster.best_iteration, evals, seconds))
         )
-
