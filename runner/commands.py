@@ -503,7 +503,7 @@ def command_explain(run: Run, figures, trackers) -> dict:
 
     from runner.reports.explanations import summarize
     from runner.scoring.batch import ScoringTask
-    from runner.scoring.explain import explain_method
+    from runner.scoring.explain import MEMBERS, explain_method
 
     started = time.perf_counter()
     task = ScoringTask(
@@ -519,7 +519,9 @@ def command_explain(run: Run, figures, trackers) -> dict:
     seconds = time.perf_counter() - started
     summary = summarize(outcome.predictions)
     log.info("explained %d rows in %.2fs", summary["rows"], seconds)
-    method = explain_method(predictor.saved.settings.family)
+    name = predictor.saved.settings.family
+    method = explain_method(name)
+    method = name if method == MEMBERS else method  # the ensemble: its members' methods
     assert run.settings.model_dir is not None  # the Predictor loaded from it
     trained = Path(run.settings.model_dir).parent / "metrics.json"  # the model's own run
     importance = json.loads(trained.read_text()).get("importance") if trained.exists() else None
@@ -540,7 +542,7 @@ def command_explain(run: Run, figures, trackers) -> dict:
     extra = {
         "explained": {
             "output": predictor.layout.outputs[0].name,
-            "method": f"{method} ({predictor.saved.settings.family})",
+            "method": method,
             "dataset": run.source.label,
             "extreme_rows": summary["extreme_rows"],
         },
