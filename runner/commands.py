@@ -254,7 +254,8 @@ def _train(run: Run, pre: Preprocessed, figures, trackers):
     if not run.backend.is_main:
         return result, layout  # under horovodrun, rank 0 writes the outputs
     assert result is not None and result.model is not None  # rank 0's, with its model
-    outputs.save_model(run.run_dir / "model", result.model, pre.meta, run.cfg)
+    meta, layout = _decided(result, pre, model, layout)
+    outputs.save_model(run.run_dir / "model", result.model, meta, run.cfg)
     figures.draw(
         "runner.reports.evaluation:plot_learning_curves",
         result.history,
@@ -266,6 +267,44 @@ def _train(run: Run, pre: Preprocessed, figures, trackers):
     # is scored.
     trackers.log_model(run.run_dir / "model")
     return result, layout
+
+
+def _decided(result, pre: Preprocessed, model: ModelConfig, layout: Layout):
+    """(the meta the model is saved with, its layout): each binary output's decision threshold
+    (runner/scoring/decisions.py), logged and in metrics.json (training.decisions); where one
+    was picked on the validation split, the best validation metrics are rescored at it."""
+    from runner.model.layout import Layout
+    from runner.scoring.decisions import THRESHOLD_METRICS, decide
+    from runner.scoring.decoding import Decoders, compute_metrics
+    from runner.training.fitted import model_logits, read_split
+
+    scored: dict = {}
+
+    def validation() -> tuple[dict, dict]:
+        if not scored:
+            table = read_split(pre.entry, "validation", layout)
+            scored["logits"] = model_logits(result.model, layout, table)
+            scored["targets"] = {k: v.numpy() for k, v in table.targets.items()}
+        return scored["logits"], scored["targets"]
+
+    decisions = decide(layout, model, pre.meta, validation)
+    if not decisions:
+        return pre.meta, layout
+    for name, decision in decisions.items():
+        log.info(
+            "%s: decides at probability %.4f (%s)", name, decision["threshold"], decision["why"]
+        )
+    meta = {**pre.meta, "decisions": decisions}
+    decided = Layout.from_meta(meta, model)
+    result.family = {**result.family, "decisions": decisions}
+    if scored:  # the threshold-dependent validation metrics at the picked thresholds
+        rescored = compute_metrics(decided, Decoders(meta), *validation())
+        for entry in result.history:
+            if entry["epoch"] == result.best_epoch and entry.get("validation"):
+                decided_keys = {f"{n}/{m}" for n in decisions for m in THRESHOLD_METRICS}
+                changed = {k: v for k, v in rescored.items() if k in decided_keys}
+                entry["validation"] = {**entry["validation"], **changed}
+    return meta, decided
 
 
 def _resolved_model(run: Run, layout: Layout) -> ModelConfig:

@@ -10,6 +10,7 @@ each reported as one line that names the key.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
@@ -55,6 +56,11 @@ def _one_of(value, allowed: tuple, key: str) -> None:
         names = [str(a) for a in allowed]
         hint = closest_choice(key, str(value), names)
         raise UserError(f"{key}={value} is unknown; {hint}use one of: {', '.join(names)}")
+
+
+def rare(shares: list[float]) -> bool:
+    """A class under RARE_CLASS_RATIO / classes of the training rows."""
+    return min(shares) < RARE_CLASS_RATIO / len(shares)
 
 
 def _family_module(name: str) -> bool:
@@ -210,6 +216,11 @@ class GBMConfig:
 
 
 MODEL_FAMILIES = ("network", "gbm", "ensemble")
+CLASS_WEIGHTS = ("none", "balanced", "auto")  # or {label: weight}
+# A class is rare below this share of the training rows divided by the classes (a binary
+# output's positive class: below 20%): model.class_weights=auto balances the classes, and
+# model.decision_threshold=auto picks the threshold on validation.
+RARE_CLASS_RATIO = 0.4
 # The output types whose model side says trees can fit them (ModelSide.trees): the config sits
 # below the features' layer, so it keeps the names; tests/test_families.py checks they agree.
 TREE_OUTPUT_TYPES = ("binary", "category", "number")
@@ -261,10 +272,38 @@ class ModelConfig:
     # there the trees take a second or two and the network's lost core costs more than the
     # overlap saves (docs/accuracy.md). 0: always; null: never.
     ensemble_side_by_side_rows: int | None = 50_000
+    # A binary or category output's class weights in the loss (the network's and the trees'):
+    # `none`; `balanced` (each class weighs rows / (classes x its rows), from the training
+    # split); `auto` (balanced where a class is rare: under RARE_CLASS_RATIO / classes of the
+    # training rows, else none); or {label: weight} (a label left out weighs 1).
+    class_weights: Any = "none"
+    # A binary output's decision: `auto` (where the positive class is rare, the probability
+    # threshold of the best F1 on the validation split, else 0.5) or a probability in (0, 1).
+    # predict, serve, the test metrics and export.json apply it (runner/scoring/decisions.py).
+    decision_threshold: Any = "auto"
 
     def __post_init__(self):
         if not _family_module(self.family):
             _one_of(self.family, ("auto", *MODEL_FAMILIES), "model.family")
+        weights = self.class_weights
+        if isinstance(weights, Mapping):
+            for label, weight in weights.items():
+                _require(
+                    isinstance(weight, int | float) and weight > 0,
+                    f"model.class_weights.{label}",
+                    "a number above 0",
+                    weight,
+                )
+        else:
+            _one_of(weights, CLASS_WEIGHTS, "model.class_weights")
+        threshold = self.decision_threshold
+        if threshold != "auto":
+            _require(
+                isinstance(threshold, int | float) and 0 < threshold < 1,
+                "model.decision_threshold",
+                "auto or a probability in (0, 1)",
+                threshold,
+            )
         outputs = self.output_features
         if self.family in ("gbm", "ensemble") and outputs is not None:
             kinds = [f"{f.name} ({f.type})" for f in outputs]
@@ -350,6 +389,26 @@ class ModelConfig:
             "the network and the trees on the same splits, weighted on validation, so the "
             "model is at least the better of the two there (the weights below)"
         )
+
+    def class_weights_of(self, labels: list, shares: list[float] | None) -> list[float] | None:
+        """Each class's weight in the loss (labels' order), from the training split's class
+        shares; None: every class weighs the same."""
+        weights = self.class_weights
+        if isinstance(weights, Mapping):
+            known = {str(label): float(w) for label, w in weights.items()}
+            return [known.get(str(label), 1.0) for label in labels]
+        if weights == "none" or not shares:
+            return None
+        if weights == "auto" and not rare(shares):
+            return None
+        return [1.0 / (len(shares) * max(share, 1e-12)) for share in shares]
+
+    def threshold_of(self, positive_share: float) -> float | str:
+        """A binary output's decision threshold, or "validation" where the auto rule picks it
+        there (the positive class is rare)."""
+        if self.decision_threshold != "auto":
+            return float(self.decision_threshold)
+        return "validation" if positive_share < RARE_CLASS_RATIO / 2 else 0.5
 
     def network_members(self, train_rows: int | None) -> tuple[int, str, bool] | None:
         """The network's members, why, and whether the saved config should say the number
@@ -915,10 +974,10 @@ TUNE_SEARCHES = ("random", "grid", "optuna")
 TUNE_SCHEDULERS = ("asha", "none")
 
 
-
 # Each tracker's schema by its node's name in conf/logger/ (logger_<name>_schema), where
 # its `_target_` lives.
 LOGGER_SCHEMAS: dict[str, Any] = {"tensorboard": TensorBoardConfig, "mlflow": MlflowConfig}
+
 
 @dataclass
 class TuneSweeperConfig:

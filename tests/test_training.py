@@ -347,7 +347,9 @@ def test_unknown_early_stopping_metric(tmp_path, cache_dir):
     from runner.errors import UserError
 
     with pytest.raises(UserError, match="label/roc_auc"):
-        run_experiment(tmp_path / "run", cache_dir, *FAST, "trainer.early_stopping.metric=label/f1")
+        run_experiment(
+            tmp_path / "run", cache_dir, *FAST, "trainer.early_stopping.metric=label/macro_f1"
+        )
 
 
 def test_auto_picks_are_logged_and_a_model_saved_before_them_still_loads(

@@ -139,8 +139,15 @@ def _inputs(layout: Layout) -> dict:
 
 
 def _outputs(layout: Layout) -> dict:
+    """Each output's type, logits and classes; a binary output's decision threshold (its
+    positive class above this probability, model.decision_threshold)."""
     return {
-        spec.name: {"type": spec.type, "size": spec.size, "classes": spec.labels}
+        spec.name: {
+            "type": spec.type,
+            "size": spec.size,
+            "classes": spec.labels,
+            **({"threshold": spec.threshold} if spec.type == "binary" else {}),
+        }
         for spec in layout.outputs
     }
 

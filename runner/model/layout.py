@@ -7,6 +7,7 @@ tensors however many columns the table has.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from runner.config import ModelConfig
@@ -40,6 +41,14 @@ class OutputSpec:
     type: str
     size: int  # logits per row
     labels: list[str] = field(default_factory=list)  # class labels (binary: [negative, positive])
+    # A binary output's decision: the positive class above this probability
+    # (model.decision_threshold; the one picked on validation is in the saved meta.json).
+    threshold: float = 0.5
+    class_weights: list[float] | None = None  # each class's in the loss (model.class_weights)
+
+    @property
+    def threshold_logit(self) -> float:
+        return math.log(self.threshold / (1 - self.threshold))
 
     @property
     def head(self) -> ModelSide:
@@ -84,9 +93,16 @@ class Layout:
                 counts[name] = columns.token_counts
         for name in meta["output_features"]:
             info = meta["features"][name]
-            head = model_side(info["type"])
-            outputs.append(
-                OutputSpec(name, info["type"], head.size(info["stats"]), head.labels(info["stats"]))
-            )
+            head, stats = model_side(info["type"]), info["stats"]
+            labels, shares = head.labels(stats), head.class_shares(stats)
+            spec = OutputSpec(name, info["type"], head.size(stats), labels)
+            if shares is not None:
+                spec.class_weights = model.class_weights_of(labels, shares)
+            decided = meta.get("decisions", {}).get(name, {}).get("threshold")
+            if decided is not None:
+                spec.threshold = float(decided)
+            elif model.decision_threshold != "auto":
+                spec.threshold = float(model.decision_threshold)
+            outputs.append(spec)
         train_rows = meta.get("rows", {}).get("train")
         return cls(numeric, categories, texts, outputs, unknown, edges, counts, train_rows)

@@ -128,7 +128,10 @@ def finish_metrics(layout: Layout, stats: dict[str, dict]) -> dict[str, float]:
     values: dict[str, float] = {}
     total = 0.0
     for spec in layout.outputs:
-        output = metrics.finish(spec.type, stats[spec.name])
+        output_stats = stats[spec.name]
+        if spec.threshold != 0.5:  # a binary output's decision (OutputSpec.threshold)
+            output_stats = {**output_stats, "threshold_logit": spec.threshold_logit}
+        output = metrics.finish(spec.type, output_stats)
         total += output.get("loss", 0.0)
         values.update({f"{spec.name}/{k}": v for k, v in output.items()})
     return {"loss": total, **values}

@@ -32,7 +32,11 @@ def output_loss(
         if z.dim() == 3:  # an ensemble's members [rows, k, size]: the mean of their losses
             y = y.repeat_interleave(z.shape[1], dim=0)
             z = z.reshape(-1, z.shape[2])
-        total = total + spec.head.loss(z, y)
+        if spec.class_weights is None:
+            total = total + spec.head.loss(z, y)
+        else:  # model.class_weights
+            weights = torch.tensor(spec.class_weights, dtype=z.dtype, device=z.device)
+            total = total + spec.head.loss(z, y, weights)
     return total
 
 

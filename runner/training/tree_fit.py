@@ -206,9 +206,13 @@ def _boost(splits, meta, model, trainer, network=None, tables=None, threads=None
 
     def dataset(table: TensorTable, reference=None):
         target = table.targets[spec.name].numpy()
+        weight = None  # model.class_weights, on the validation rows too (early stopping's loss)
+        if spec.class_weights is not None:
+            weight = np.asarray(spec.class_weights)[target.astype(np.int64)]
         return lgb.Dataset(
             feature_matrix(table.inputs, layout),
             target,
+            weight=weight,
             feature_name=names,
             categorical_feature=categorical,
             reference=reference,

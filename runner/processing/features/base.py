@@ -25,7 +25,7 @@ from runner.errors import UserError
 from runner.processing.split import uniform_from_ids
 
 # Bump when a transform's output changes: it is part of every cache key.
-PREPROCESSING_VERSION = 5
+PREPROCESSING_VERSION = 6
 
 UNKNOWN_TOKEN = "<UNK>"
 

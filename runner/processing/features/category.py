@@ -39,7 +39,7 @@ class CategoryFeature(Feature):
         return {"counts": bounded_counts(counts, self.options["max_vocab_size"])}
 
     def combine(self, partials):
-        kept = merged_vocabulary(partials, self.options)
+        kept, counts = merged_vocabulary(partials, self.options, with_counts=True)
         if self.role == "output" and len(kept) < 2:
             raise UserError(
                 f"output feature '{self.name}' has {len(kept)} class(es) in the training split "
@@ -49,7 +49,10 @@ class CategoryFeature(Feature):
             raise UserError(
                 f"category feature '{self.name}' has no values in the training split; check the column"
             )
-        return {"vocab": kept, "mode": kept[0]}
+        stats = {"vocab": kept, "mode": kept[0]}
+        if self.role == "output":  # each class's training rows (model.class_weights)
+            stats["counts"] = counts
+        return stats
 
     def vocabulary(self, stats: dict) -> list[str]:
         """Index -> label; inputs reserve index 0 for unknown and missing values."""

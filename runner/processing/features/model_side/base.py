@@ -73,7 +73,12 @@ class ModelSide:
         return np.zeros(0, self.target_dtype(False))
 
     # -- training -----------------------------------------------------------------------------
-    def loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def class_shares(self, stats: dict) -> list[float] | None:
+        """Each class's share of the training rows (labels' order), where the output has
+        classes whose weights may differ (model.class_weights); None otherwise."""
+        return None
+
+    def loss(self, logits: torch.Tensor, target: torch.Tensor, weights=None) -> torch.Tensor:
         raise NotImplementedError
 
     def mean_of_members(self, logits: torch.Tensor) -> torch.Tensor:

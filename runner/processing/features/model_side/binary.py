@@ -26,7 +26,9 @@ from runner.processing.features.model_side.plots import (
 
 class BinarySide(ModelSide):
     type_name = "binary"
-    metrics = ("roc_auc", "accuracy", "loss")
+    # accuracy, f1 (the positive class's), precision and recall at the output's decision
+    # threshold (OutputSpec.threshold)
+    metrics = ("roc_auc", "accuracy", "f1", "precision", "recall", "loss")
     output = True
     trees = True
     drops_unseen_classes = True
@@ -37,10 +39,17 @@ class BinarySide(ModelSide):
     def labels(self, stats: dict) -> list:
         return stats["labels"]  # [negative, positive]
 
-    def loss(self, logits, target):
+    def class_shares(self, stats: dict) -> list[float] | None:
+        positive = float(stats.get("positive_rate", 0.5))
+        return [1.0 - positive, positive]
+
+    def loss(self, logits, target, weights=None):
         import torch
 
-        return torch.nn.functional.binary_cross_entropy_with_logits(logits.squeeze(1), target)
+        row_weights = None if weights is None else weights[target.long()]
+        return torch.nn.functional.binary_cross_entropy_with_logits(
+            logits.squeeze(1), target, weight=row_weights
+        )
 
     def mean_of_members(self, logits):
         return logit_of_mean_probability(logits)
@@ -70,21 +79,29 @@ class BinarySide(ModelSide):
         return {
             "n": len(target),
             "loss_sum": float(-(y * log_sigmoid(z) + (1 - y) * log_sigmoid(-z)).sum()),
-            "correct": int(((z > 0) == positive).sum()),
             "positive_scores": scores[positive],
             "negative_scores": scores[~positive],
         }
 
     def merge(self, parts, merged) -> None:
-        merged["correct"] = sum(p["correct"] for p in parts)
         for key in ("positive_scores", "negative_scores"):
             merged[key] = np.concatenate([p[key] for p in parts])
 
     def finish(self, stats) -> dict[str, float]:
+        """The decision's metrics at stats["threshold_logit"] (the output's threshold; logit
+        0, probability 0.5, where none is given)."""
         n = stats["n"]
+        cut = stats.get("threshold_logit", 0.0)
+        positive, negative = stats["positive_scores"], stats["negative_scores"]
+        hits, false_alarms = int((positive > cut).sum()), int((negative > cut).sum())
+        precision = hits / (hits + false_alarms) if hits + false_alarms else 0.0
+        recall = hits / len(positive) if len(positive) else 0.0
         return {
-            "roc_auc": auc_of(stats["positive_scores"], stats["negative_scores"]),
-            "accuracy": stats["correct"] / n,
+            "roc_auc": auc_of(positive, negative),
+            "accuracy": (hits + len(negative) - false_alarms) / n,
+            "f1": 2 * hits / (2 * hits + false_alarms + len(positive) - hits),
+            "precision": precision,
+            "recall": recall,
             "loss": stats["loss_sum"] / n,
         }
 
@@ -123,7 +140,7 @@ class BinarySide(ModelSide):
         labels = typed_labels(spec.labels)
         probability = sigmoid(logits.reshape(-1).astype(np.float64))
         columns = {
-            f"{spec.name}_prediction": labels[(probability > 0.5).astype(int)],
+            f"{spec.name}_prediction": labels[(probability > spec.threshold).astype(int)],
             f"{spec.name}_probability": probability,
         }
         if target is not None:

@@ -43,10 +43,17 @@ class CategorySide(ModelSide):
     def target_dtype(self, exact: bool):
         return np.int64
 
-    def loss(self, logits, target):
+    def class_shares(self, stats: dict) -> list[float] | None:
+        counts = stats.get("counts")  # kept since PREPROCESSING_VERSION 6 (outputs)
+        if not counts:
+            return None
+        total = sum(counts)
+        return [c / total for c in counts]
+
+    def loss(self, logits, target, weights=None):
         import torch
 
-        return torch.nn.functional.cross_entropy(logits, target)
+        return torch.nn.functional.cross_entropy(logits, target, weight=weights)
 
     def mean_of_members(self, logits):
         """The log of the members' mean class probabilities."""

@@ -42,15 +42,16 @@ def confusion_axes(ax, confusion: np.ndarray, labels: list[str], title: str) -> 
 
 def confusion_matrix(spec, stats: dict) -> np.ndarray:
     """Counts, rows: the true class, columns: the predicted one, in spec.labels' order (a
-    binary output predicts its positive class above probability 0.5, i.e. logit 0)."""
+    binary output predicts its positive class above its decision threshold)."""
     if "confusion" in stats:  # a category's
         return np.asarray(stats["confusion"])
     positive = np.asarray(stats["positive_scores"])
     negative = np.asarray(stats["negative_scores"])
+    cut = spec.threshold_logit
     return np.array(
         [
-            [(negative <= 0).sum(), (negative > 0).sum()],
-            [(positive <= 0).sum(), (positive > 0).sum()],
+            [(negative <= cut).sum(), (negative > cut).sum()],
+            [(positive <= cut).sum(), (positive > cut).sum()],
         ]
     )
 

@@ -36,7 +36,7 @@ class SetSide(ModelSide):
     def empty_target(self, spec) -> np.ndarray:
         return np.zeros((0, spec.size), np.float32)
 
-    def loss(self, logits, target):
+    def loss(self, logits, target, weights=None):  # no classes to weigh
         import torch
 
         return torch.nn.functional.binary_cross_entropy_with_logits(logits, target)
