@@ -2,7 +2,7 @@
 
 `conf/logger/<name>.yaml` lists a run's trackers, one node each with the `_target_` of its
 class; commands.py and the sweep drivers reach them only through `Trackers` below, so a
-new tracker is its module, its config file and its schema in runner/config.py.
+new tracker is its module, its config file and its schema in runner/config/tracking.py.
 
 The run's side, in the order the methods are called (by the main process only):
 `prepare` once the run's background process exists, `start` when the command starts,
@@ -161,7 +161,7 @@ def start_early(args: list[str], conf_dir: Path) -> None:
 
 def tracker_targets(path: Path) -> list[str]:
     """The `_target_` of each tracker a conf/logger/ option lists: its own where the node
-    names one, else its schema's (runner/config.py LOGGER_SCHEMAS), where the built-in
+    names one, else its schema's (runner/config/tracking.py LOGGER_SCHEMAS), where the built-in
     trackers keep theirs."""
     import yaml
 

@@ -8,5 +8,5 @@ epoch loop reports every epoch's metrics to Tune's scheduler (runner/training/re
 and a trial that ASHA stops ends its epoch, writes its outputs and is reported `pruned`
 (`board`: the verdicts and trial numbers). `results` writes the sweep's report; `sweeper`
 holds them together. Tune's experiment state lives in <sweep dir>/.tune (resume:
-hydra.sweeper.resume=true). The settings' schema is `TuneSweeperConfig` in runner/config.py.
+hydra.sweeper.resume=true). The settings' schema is `TuneSweeperConfig` in runner/config/sweeper.py.
 """
