@@ -417,6 +417,7 @@ def command_experiment(run: Run, figures, trackers) -> dict:
     # By split; the test split's may be None (no rows scored).
     metrics: dict[str, dict | None] = dict(_best_metrics(result)) if run.backend.is_main else {}
     check = _baseline_check(run, result, layout, metrics) if run.backend.is_main else {}
+    metrics.update(_holdout_metrics(run, pre))
     if pre.meta["rows"]["test"]:
         from runner.scoring.batch import ScoringTask
         from runner.scoring.dispatch import score_split
@@ -444,6 +445,25 @@ def command_experiment(run: Run, figures, trackers) -> dict:
         report["importance"] = importance
     _finish(run, metrics, report, figures, trackers)
     return metrics
+
+
+def _holdout_metrics(run: Run, pre: Preprocessed) -> dict[str, dict]:
+    """{holdout: its metrics}: a k_fold run's held-out part scored as the test split is, once
+    its model is saved (runner/folds.py); empty in any other run."""
+    from runner.processing.split import HOLDOUT
+
+    if not pre.meta["rows"].get(HOLDOUT):
+        return {}
+    from runner.scoring.batch import ScoringTask
+    from runner.scoring.dispatch import score_split
+
+    run.backend.gather(None)  # under horovodrun: every rank waits for rank 0's model/
+    predictor = _predictor(run, run.run_dir / "model")
+    task = ScoringTask(labelled=True, write_predictions=False, processed=True)
+    scored = score_split(
+        predictor, task, run.backend, pre.split_path(HOLDOUT), run.run_dir, _pool(run)
+    )
+    return {HOLDOUT: scored.metrics} if run.backend.is_main else {}
 
 
 def _majority_baseline(predictor, meta: dict, stats: list[dict]) -> dict[str, float]:

@@ -1,9 +1,12 @@
 """k_fold=N: cross-validation of command=experiment. The training and validation rows are cut
 into N parts by the split's own row hash (runner/processing/split.py; the test rows stay
-held out); run i validates on part i and trains on the rest, as a whole experiment of its own
+held out); run i holds part i out and trains on the rest, as a whole experiment of its own
 under <run dir>/folds/fold-<i> (its own preprocessing: statistics of its training rows only,
-in a cache entry of its own). Then every metric's mean over the folds, its standard error
-and each fold's value, for the held-out parts and for the test split.
+in a cache entry of its own). Its validation split (early stopping, ensemble weights, the
+decision threshold) is a cut of those training rows, so part i shapes nothing: it is scored
+once the model is saved, as the `holdout` split. Then every metric's mean over the folds, its
+standard error (naive, and corrected for the folds' shared training rows) and each fold's
+value, for the held-out parts and for the test split.
 
 On Ray (backend=ray, or auto where the run would use Ray) the folds run side by side as Ray
 tasks, as the Ray launcher runs sweep trials: a fold's driver holds no CPU, its workers do,
@@ -19,7 +22,7 @@ from pathlib import Path
 from omegaconf import DictConfig, open_dict
 
 log = logging.getLogger(__name__)
-SPLITS = ("validation", "test")
+SPLITS = ("holdout", "test")
 
 
 def cross_validate(cfg: DictConfig, settings, run_dir: Path, run_command) -> dict:
@@ -50,12 +53,16 @@ def cross_validate(cfg: DictConfig, settings, run_dir: Path, run_command) -> dic
             fold_metrics.append(run_command(fold_cfg, fold_dir))
     fold_dirs = [str(fold_dir) for _, fold_dir in runs]
     summary = {split: summarize([m.get(split, {}) for m in fold_metrics]) for split in SPLITS}
-    means = {split: {k: v["mean"] for k, v in summary[split].items()} for split in SPLITS}
+    # validation: the held-out parts' means, what a sweep's objective reads (validation/<metric>)
+    means = {
+        "validation": {k: v["mean"] for k, v in summary["holdout"].items()},
+        "test": {k: v["mean"] for k, v in summary["test"].items()},
+    }
     outputs.write_json(
         run_dir / "metrics.json",
         {
             "k_fold": folds,
-            "cross_validation": summary["validation"],
+            "cross_validation": summary["holdout"],
             "cross_validation_test": summary["test"],
             **means,
             "folds": fold_dirs,
@@ -104,8 +111,11 @@ def _run_fold(run_command, fold_cfg: DictConfig, fold_dir: str) -> dict:
 
 
 def summarize(per_fold: list[dict]) -> dict:
-    """{metric: {mean, se, folds}} over the folds that have the metric (se: the sample
-    standard deviation over sqrt(folds))."""
+    """{metric: {mean, se, se_corrected, folds}} over the folds that have the metric. se: the
+    sample standard deviation over sqrt(folds), as if the folds were independent; they share
+    training rows, so it is too small. se_corrected: Nadeau and Bengio's (2003) corrected
+    resampled estimate, the variance times 1/k + held-out rows / training rows (1/(k - 1)
+    for k folds)."""
     names = list(dict.fromkeys(name for metrics in per_fold for name in metrics))
     summary = {}
     for name in names:
@@ -116,17 +126,27 @@ def summarize(per_fold: list[dict]) -> dict:
             if len(values) > 1
             else math.nan
         )
-        summary[name] = {"mean": mean, "se": spread / math.sqrt(len(values)), "folds": values}
+        k = len(values)
+        corrected = spread * math.sqrt(1 / k + 1 / (k - 1)) if k > 1 else math.nan
+        summary[name] = {
+            "mean": mean,
+            "se": spread / math.sqrt(k),
+            "se_corrected": corrected,
+            "folds": values,
+        }
     return summary
 
 
 def format_summary(summary: dict, folds: int, run_dir: Path) -> str:
     width = max([len(name) for split in SPLITS for name in summary[split]] + [6])
-    lines = ["", f"{'metric'.ljust(width)}  {folds}-fold held-out (mean ± SE)    test (mean ± SE)"]
-    for name in summary["validation"]:
-        held = summary["validation"][name]
+    lines = [
+        "",
+        f"{'metric'.ljust(width)}  {folds}-fold held-out (mean ± corrected SE)    test (mean ± SE)",
+    ]
+    for name in summary["holdout"]:
+        held = summary["holdout"][name]
         test = summary["test"].get(name)
-        cells = f"{held['mean']:12.4f} ± {held['se']:.4f}"
+        cells = f"{held['mean']:12.4f} ± {held['se_corrected']:.4f}"
         if test:
             cells += f"      {test['mean']:12.4f} ± {test['se']:.4f}"
         lines.append(f"{name.ljust(width)}  {cells}")

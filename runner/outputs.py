@@ -54,7 +54,7 @@ def format_summary(
     """A metric table (rows: metric, columns: split), warnings, and where each output went."""
     splits = [
         s
-        for s in ("train", "validation", "test", "evaluation", "baseline", "explanation")
+        for s in ("train", "validation", "holdout", "test", "evaluation", "baseline", "explanation")
         if metrics.get(s)
     ]
     names = list(dict.fromkeys(name for s in splits for name in metrics[s]))

@@ -1,9 +1,11 @@
 """k_fold=N (runner/folds.py): the folds cut the training and validation rows and keep the
-test rows held out; each fold's preprocessing sees only its own training rows; metrics.json's
-means and standard errors are the folds' own metrics."""
+test rows held out; each fold's preprocessing and its validation split (early stopping, the
+ensemble's weights) see only its own training rows; metrics.json's means and standard errors
+are the folds' held-out metrics."""
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,7 +27,11 @@ def test_the_folds_cut_the_training_rows_and_keep_the_test_rows():
     for fold in range(5):
         codes = assign_splits(pd.DataFrame(index=ids), ids, {**SPLIT, "folds": 5, "fold": fold})
         assert ((codes == 2) == (plain == 2)).all()  # the same test rows in every fold
-        held_out.append(codes == 1)
+        held_out.append(codes == 3)
+        # the fold's validation split: the validation ratio's share of its training rows
+        training = (codes == 0) | (codes == 1)
+        assert (codes[codes == 1] != 3).all()
+        assert (codes == 1).sum() / training.sum() == pytest.approx(0.15 / 0.85, abs=0.01)
     counts = np.sum(held_out, axis=0)
     assert (counts[plain != 2] == 1).all() and (counts[plain == 2] == 0).all()  # a partition
     sizes = [int(h.sum()) for h in held_out]
@@ -36,7 +42,14 @@ def test_the_summary_is_the_folds_mean_and_standard_error():
     got = summarize([{"a": 1.0, "b": 2.0}, {"a": 2.0}, {"a": 6.0, "b": 4.0}])
     assert got["a"]["folds"] == [1.0, 2.0, 6.0] and got["a"]["mean"] == 3.0
     assert got["a"]["se"] == pytest.approx(math.sqrt(7.0) / math.sqrt(3.0))  # sd 7**0.5
-    assert got["b"] == {"mean": 3.0, "se": pytest.approx(1.0), "folds": [2.0, 4.0]}
+    # corrected for shared training rows (Nadeau and Bengio): sd * sqrt(1/k + 1/(k - 1))
+    assert got["a"]["se_corrected"] == pytest.approx(math.sqrt(7.0) * math.sqrt(1 / 3 + 1 / 2))
+    assert got["b"] == {
+        "mean": 3.0,
+        "se": pytest.approx(1.0),
+        "se_corrected": pytest.approx(math.sqrt(3.0)),
+        "folds": [2.0, 4.0],
+    }
 
 
 @pytest.mark.parametrize(
@@ -58,14 +71,18 @@ def test_k_fold_refuses_what_it_cannot_cross_validate(overrides, message):
 @pytest.mark.slow
 def test_k_fold_trains_each_fold_on_its_own_rows_and_reports_their_mean(tmp_path):
     """Three folds of a table whose column `planted` is 1e6 on fold 0's held-out rows only:
-    fold 0's preprocessing never saw them (its mean of `planted` stays small), the others
-    trained on them; metrics.json's means and SEs are the folds' own validation metrics."""
+    fold 0's preprocessing never saw them (its mean of `planted` stays small) and neither did
+    its validation split, which early stopping and the ensemble's weights read (the held-out
+    part was that split before the inner cut); the others trained on them. metrics.json's
+    means and SEs are the folds' held-out metrics."""
+    import pyarrow.parquet as pq
+
     rows = 1200
     rng = np.random.default_rng(0)
     ids = np.arange(rows, dtype=np.int64)
     frame = pd.DataFrame({"x": rng.normal(size=rows), "planted": rng.normal(size=rows)})
     frame["y"] = (frame["x"] + rng.normal(scale=0.5, size=rows) > 0).astype(int)
-    fold0 = assign_splits(frame, ids, {**SPLIT, "folds": 3, "fold": 0}) == 1
+    fold0 = assign_splits(frame, ids, {**SPLIT, "folds": 3, "fold": 0}) == 3
     frame.loc[fold0, "planted"] = 1e6
     frame.to_csv(tmp_path / "t.csv", index=False)
     metrics = run_experiment(
@@ -86,7 +103,15 @@ def test_k_fold_trains_each_fold_on_its_own_rows_and_reports_their_mean(tmp_path
         meta = json.loads((fold / "model" / "meta.json").read_text())
         means.append(meta["features"]["planted"]["stats"]["mean"])
     assert abs(means[0]) < 1.0 and means[1] > 1e5 and means[2] > 1e5
-    per_fold = [json.loads((f / "metrics.json").read_text())["validation"] for f in folds]
+    fold_metrics = json.loads((folds[0] / "metrics.json").read_text())
+    entry = Path(fold_metrics["training"]["cache_entry"])
+    planted = {}
+    for split in ("validation", "holdout"):
+        table = pq.read_table(entry / split)
+        column = next(c for c in table.column_names if c.startswith("planted"))
+        planted[split] = np.abs(table.column(column).to_numpy()).max()
+    assert planted["validation"] < 100 < planted["holdout"]  # held out, and only scored
+    per_fold = [json.loads((f / "metrics.json").read_text())["holdout"] for f in folds]
     auc = written["cross_validation"]["y/roc_auc"]
     assert auc["folds"] == [m["y/roc_auc"] for m in per_fold]
     assert auc["mean"] == pytest.approx(np.mean(auc["folds"]))
@@ -141,7 +166,7 @@ def test_on_ray_the_folds_run_side_by_side_as_tasks(tmp_path, ray_session, caplo
     for fold in range(2):
         ran = tmp_path / "run" / "folds" / f"fold-{fold}"
         pids.append(json.loads((ran / "workers" / "rank-0.json").read_text())["pid"])
-        held_out = json.loads((ran / "metrics.json").read_text())["validation"]["label/roc_auc"]
+        held_out = json.loads((ran / "metrics.json").read_text())["holdout"]["label/roc_auc"]
         written = json.loads((tmp_path / "run" / "metrics.json").read_text())
         assert written["cross_validation"]["label/roc_auc"]["folds"][fold] == held_out
     assert os.getpid() not in pids and len(set(pids)) == 2

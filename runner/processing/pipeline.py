@@ -27,7 +27,7 @@ from runner.processing.features.feature_set import (
 )
 from runner.processing.features.model_side import model_side
 from runner.processing.source import DataSource
-from runner.processing.split import SPLIT_NAMES, assign_splits, validate_split
+from runner.processing.split import assign_splits, split_names, validate_split
 from runner.storage import Location, local_write_errors, storage_errors
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ def _log_choices(meta: dict) -> None:
     for line in sample_misses(meta.get("sample_check", {})):
         log.warning("%s", line)
     counts = meta.get("left_out", {})  # none in an entry written before it was recorded
-    left_out = {name: counts[name] for name in SPLIT_NAMES if counts.get(name)}
+    left_out = {name: counts[name] for name in split_names(meta["split"]) if counts.get(name)}
     if left_out:
         # A warning where validation or test lost rows: their metrics do not cover them.
         level = logging.INFO if set(left_out) == {"train"} else logging.WARNING
@@ -159,7 +159,7 @@ def left_out_line(meta: dict, left_out: dict[str, int]) -> str:
 
 
 def _rows_line(meta: dict) -> str:
-    return ", ".join(f"{name} {meta['rows'][name]} rows" for name in SPLIT_NAMES)
+    return ", ".join(f"{name} {meta['rows'][name]} rows" for name in split_names(meta["split"]))
 
 
 def _number_columns(features) -> set[str]:
@@ -177,6 +177,7 @@ def _build(
     watched = {c: why for c, why in watched.items() if c in available}
     extra = [c for c in [*split_columns, *watched] if c not in features.columns]
     frame = processor.select(frame, features.columns + list(dict.fromkeys(extra)))
+    names = split_names(split)
 
     def row_ids(part: pd.DataFrame, offset: int) -> np.ndarray:
         return np.arange(offset, offset + len(part), dtype=np.int64)
@@ -187,7 +188,7 @@ def _build(
         train = codes == 0
         return {
             "stats": fit_partial(part[train], ids[train], features),
-            "rows": np.bincount(codes, minlength=len(SPLIT_NAMES)).tolist(),
+            "rows": np.bincount(codes, minlength=len(names)).tolist(),
             "watched": partial_counts(part[train], list(watched)),
         }
 
@@ -202,7 +203,7 @@ def _build(
         processed, keep = transform_frame(part, ids, features.all, stats, training=codes == 0)
         return {
             name: processed[keep & (codes == i)].reset_index(drop=True)
-            for i, name in enumerate(SPLIT_NAMES)
+            for i, name in enumerate(names)
         }
 
     report = processor.map_write(frame, transform, staging)
@@ -223,14 +224,12 @@ def _build(
         "features": {f.name: {**f.describe(), "stats": stats[f.name]} for f in features.all},
         "input_features": [f.name for f in features.inputs],
         "output_features": [f.name for f in features.outputs],
-        "rows": {name: int(rows.get(name, 0)) for name in SPLIT_NAMES},
+        "rows": {name: int(rows.get(name, 0)) for name in names},
         "sample_check": checked,
     }
     # Rows a feature dropped (a missing target, a class the training split lacks, drop_row):
     # the log names them, since metrics are computed without them.
-    meta["left_out"] = {
-        name: int(assigned[i]) - meta["rows"][name] for i, name in enumerate(SPLIT_NAMES)
-    }
+    meta["left_out"] = {name: int(assigned[i]) - meta["rows"][name] for i, name in enumerate(names)}
     return meta
 
 

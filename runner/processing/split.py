@@ -11,6 +11,16 @@ import pandas as pd
 from runner.errors import UserError
 
 SPLIT_NAMES = ("train", "validation", "test")
+# A k_fold run's fourth split (code 3): its held-out part, scored once training is done and
+# never seen before (its validation split is a cut of its own training rows).
+HOLDOUT = "holdout"
+
+
+def split_names(split: dict) -> tuple[str, ...]:
+    """The splits a cache entry of this dataset.split holds, in code order."""
+    return (*SPLIT_NAMES, HOLDOUT) if split.get("folds") else SPLIT_NAMES
+
+
 _COLUMN_VALUES = {
     "train": 0,
     "training": 0,
@@ -72,15 +82,20 @@ def validate_split(split: dict) -> None:
 
 
 def assign_splits(frame: pd.DataFrame, row_ids: np.ndarray, split: dict) -> np.ndarray:
-    """Split code per row: 0 train, 1 validation, 2 test."""
+    """Split code per row: 0 train, 1 validation, 2 test; 3 a k_fold run's held-out part."""
     if split["method"] == "random":
         train, validation, _ = split["ratios"]
         u = uniform_from_ids(row_ids, int(split["seed"]))
         folds = int(split.get("folds") or 0)
         if folds:  # k_fold: the same held-out test rows; the rest cut into `folds` parts
             kept = train + validation
-            part = np.minimum((u / kept * folds).astype(np.int64), folds - 1)
-            codes = np.where(part == int(split["fold"]), 1, 0)
+            position = u / kept * folds
+            part = np.minimum(position.astype(np.int64), folds - 1)
+            # The fold's validation split (early stopping, ensemble weights, the decision
+            # threshold): the validation ratio's share of each other part, so the held-out
+            # part shapes nothing it is scored on.
+            inner = (position - part) < validation / kept
+            codes = np.where(part == int(split["fold"]), 3, np.where(inner, 1, 0))
             return np.where(u < kept, codes, 2).astype(np.int8)
         return np.where(u < train, 0, np.where(u < train + validation, 1, 2)).astype(np.int8)
     column = split["column"]
