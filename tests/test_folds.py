@@ -18,6 +18,7 @@ from runner.folds import summarize
 from runner.processing.split import assign_splits
 
 SPLIT = {"method": "random", "ratios": [0.7, 0.15, 0.15], "seed": 42}
+SPLITS = ("train", "validation", "holdout")
 
 
 def test_the_folds_cut_the_training_rows_and_keep_the_test_rows():
@@ -105,12 +106,10 @@ def test_k_fold_trains_each_fold_on_its_own_rows_and_reports_their_mean(tmp_path
     assert abs(means[0]) < 1.0 and means[1] > 1e5 and means[2] > 1e5
     fold_metrics = json.loads((folds[0] / "metrics.json").read_text())
     entry = Path(fold_metrics["training"]["cache_entry"])
-    planted = {}
-    for split in ("validation", "holdout"):
-        table = pq.read_table(entry / split)
-        column = next(c for c in table.column_names if c.startswith("planted"))
-        planted[split] = np.abs(table.column(column).to_numpy()).max()
-    assert planted["validation"] < 100 < planted["holdout"]  # held out, and only scored
+    rows_of = {s: set(pq.read_table(entry / s).column("__row__").to_pylist()) for s in SPLITS}
+    assert rows_of["holdout"] == set(ids[fold0])  # held out, and only scored
+    assert rows_of["validation"] and not rows_of["validation"] & set(ids[fold0])
+    assert not rows_of["train"] & set(ids[fold0])
     per_fold = [json.loads((f / "metrics.json").read_text())["holdout"] for f in folds]
     auc = written["cross_validation"]["y/roc_auc"]
     assert auc["folds"] == [m["y/roc_auc"] for m in per_fold]
