@@ -27,7 +27,7 @@ from runner.processing.features.feature_set import (
 )
 from runner.processing.features.model_side import model_side
 from runner.processing.source import DataSource
-from runner.processing.split import assign_splits, split_names, validate_split
+from runner.processing.split import assign_splits, split_column, split_names, validate_split
 from runner.storage import Location, local_write_errors, storage_errors
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ def _build(
     processor, source, features: FeatureSet, split: dict, staging: Location, key: str, watched
 ) -> dict:
     frame = processor.read(source, _number_columns(features.all))
-    split_columns = [split["column"]] if split["method"] == "column" else []
+    split_columns = [c for c in [split_column(split)] if c]
     available = processor.column_names(frame)
     check_columns(available, features.all, source, split_columns)
     watched = {c: why for c, why in watched.items() if c in available}

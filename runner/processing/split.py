@@ -1,9 +1,12 @@
 """Train / validation / test assignment that does not depend on partitioning.
 
-Each row's split comes from a counter-based hash of (seed, global row number),
-so every processor (pandas, Arrow, Dask, Modin) assigns every row the same split however
-the table is partitioned.
+Each row's split comes from a counter-based hash of (seed, global row number), or with
+method=group of (seed, its group's value), so every processor (pandas, Arrow, Dask, Modin)
+assigns every row the same split however the table is partitioned, and a group's rows share
+one split (and one k_fold part).
 """
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -59,9 +62,35 @@ def without_folds(split: dict) -> dict:
     return {key: value for key, value in split.items() if key not in ("folds", "fold")}
 
 
+def split_column(split: dict) -> str | None:
+    """The raw column the split reads: method=column's, or method=group's group column."""
+    return {"column": split.get("column"), "group": split.get("group_column")}.get(split["method"])
+
+
+def group_keys(values: pd.Series) -> np.ndarray:
+    """A stable 64-bit key per row from its group's value: equal values, equal keys, whatever
+    the processor or the partition (a whole float as its integer, every missing value one
+    group), so the hash of (seed, key) places a group as the row hash places a row."""
+    text = values.astype(object).map(_canonical).to_numpy(dtype=object)
+    return pd.util.hash_array(text, categorize=True)
+
+
+def _canonical(value) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float | np.floating) and float(value).is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
 def validate_split(split: dict) -> None:
     method = split["method"]
-    if method == "random":
+    if method == "group" and not split.get("group_column"):
+        raise UserError(
+            "dataset.split.method=group needs dataset.split.group_column=<the column whose "
+            "value names a row's group>"
+        )
+    if method in ("random", "group"):
         ratios = list(split["ratios"])
         if len(ratios) != 3 or any(r < 0 for r in ratios) or abs(sum(ratios) - 1.0) > 1e-6:
             raise UserError(
@@ -78,14 +107,17 @@ def validate_split(split: dict) -> None:
                 "dataset.split.method=column needs dataset.split.column=<name of the split column>"
             )
     else:
-        raise UserError(f"unknown dataset.split.method '{method}'; use 'random' or 'column'")
+        raise UserError(
+            f"unknown dataset.split.method '{method}'; use 'random', 'group' or 'column'"
+        )
 
 
 def assign_splits(frame: pd.DataFrame, row_ids: np.ndarray, split: dict) -> np.ndarray:
     """Split code per row: 0 train, 1 validation, 2 test; 3 a k_fold run's held-out part."""
-    if split["method"] == "random":
+    if split["method"] in ("random", "group"):
         train, validation, _ = split["ratios"]
-        u = uniform_from_ids(row_ids, int(split["seed"]))
+        keys = row_ids if split["method"] == "random" else group_keys(frame[split["group_column"]])
+        u = uniform_from_ids(keys, int(split["seed"]))
         folds = int(split.get("folds") or 0)
         if folds:  # k_fold: the same held-out test rows; the rest cut into `folds` parts
             kept = train + validation

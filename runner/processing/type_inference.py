@@ -82,7 +82,7 @@ def infer_source(
     are model.input_features, and no other column is one."""
     from runner.errors import UserError
     from runner.processing.sampling import read_sample
-    from runner.processing.split import assign_splits
+    from runner.processing.split import assign_splits, split_column
 
     target = list(outputs or dataset.targets)
     if not target:
@@ -112,11 +112,17 @@ def infer_source(
     if inputs_given:
         others = [c for c in sample.columns if c not in target and c not in (given or {})]
         left_out.update(dict.fromkeys(others, "not in model.input_features"))
-    if split["method"] == "column":
-        left_out[split["column"]] = "the split column (dataset.split.column)"
-        if split["column"] not in sample.columns:
+    column = split_column(split)
+    if column is not None:
+        key = (
+            "dataset.split.column" if split["method"] == "column" else "dataset.split.group_column"
+        )
+        left_out[column] = (
+            f"the split's {'group' if split['method'] == 'group' else 'split'} column ({key})"
+        )
+        if column not in sample.columns:
             raise UserError(
-                f"split column '{split['column']}' is not a column of {source.label}; "
+                f"split column '{column}' ({key}) is not a column of {source.label}; "
                 f"available columns: {', '.join(map(str, sample.columns))}"
             )
     # The rows the split gives training: by the split column's values, or, for a random split,
@@ -149,9 +155,9 @@ def infer_source(
 def _target_from_training_split(source, name: str, split: dict) -> Inferred:
     """The target's type from its every training row (read alone: one column of the table)."""
     from runner.processing.reading import read_arrow
-    from runner.processing.split import assign_splits
+    from runner.processing.split import assign_splits, split_column
 
-    columns = [name] + ([split["column"]] if split["method"] == "column" else [])
+    columns = [name] + [c for c in [split_column(split)] if c]
     frame = read_arrow(source, columns=columns).to_pandas()
     codes = assign_splits(frame, np.arange(len(frame), dtype=np.int64), split)
     training = frame[name][codes == 0].reset_index(drop=True)
