@@ -96,6 +96,34 @@ def test_every_processor_produces_the_same_cache(tmp_path, mixed_files, name):
     assert_same_caches(results)
 
 
+def test_every_processor_splits_by_group_alike(tmp_path):
+    """dataset.split.method=group on pandas, Dask, Modin and Arrow partitions: the same cache
+    entry (the split hashes each group's value, not a partition's row numbers), and every
+    store's rows in one split."""
+    from test_group_split import GROUP, stores
+
+    table = stores()
+    table.to_csv(tmp_path / "stores.csv", index=False)
+    source = DataSource.from_config(DatasetConfig(path=str(tmp_path / "stores.csv")))
+    features = FeatureSet([{"name": "x", "type": "number"}], [{"name": "y", "type": "number"}])
+    engines = {
+        "pandas": make_processor("pandas"),
+        "dask": make_processor("dask", "processor.parallelism=3", "processor.blocksize=20KB"),
+        "modin": make_processor("modin", "processor.parallelism=3"),
+        "arrow": make_processor("arrow", "processor.parallelism=3"),
+    }
+    results = {
+        k: preprocess(e, source, features, GROUP, str(tmp_path / k)) for k, e in engines.items()
+    }
+    assert_same_caches(results)
+    placed = {}
+    for split in ("train", "validation", "test"):
+        rows = pq.read_table(results["pandas"].split_path(split).path).column("__row__")
+        for store in table["store"].fillna(-1).to_numpy()[rows.to_numpy()]:
+            placed.setdefault(store, set()).add(split)
+    assert all(len(splits) == 1 for splits in placed.values())
+
+
 @pytest.mark.parametrize("name", ["houses.tsv", "houses.jsonl.gz"])
 def test_every_processor_infers_and_reads_other_formats_as_the_csv(tmp_path, name):
     """A delimited file and a whole-file format, with only dataset.target: every processor
