@@ -447,7 +447,7 @@ def command_experiment(run: Run, figures, trackers) -> dict:
     return metrics
 
 
-def _holdout_metrics(run: Run, pre: Preprocessed) -> dict[str, dict]:
+def _holdout_metrics(run: Run, pre: Preprocessed) -> dict[str, dict | None]:
     """{holdout: its metrics}: a k_fold run's held-out part scored as the test split is, once
     its model is saved (runner/folds.py); empty in any other run."""
     from runner.processing.split import HOLDOUT
@@ -463,7 +463,9 @@ def _holdout_metrics(run: Run, pre: Preprocessed) -> dict[str, dict]:
     scored = score_split(
         predictor, task, run.backend, pre.split_path(HOLDOUT), run.run_dir, _pool(run)
     )
-    return {HOLDOUT: scored.metrics} if run.backend.is_main else {}
+    if not run.backend.is_main or scored.metrics is None:
+        return {}  # under horovodrun, rank 0 has the metrics
+    return {HOLDOUT: scored.metrics}
 
 
 def _majority_baseline(predictor, meta: dict, stats: list[dict]) -> dict[str, float]:
