@@ -117,12 +117,11 @@ def infer_source(
         key = (
             "dataset.split.column" if split["method"] == "column" else "dataset.split.group_column"
         )
-        left_out[column] = (
-            f"the split's {'group' if split['method'] == 'group' else 'split'} column ({key})"
-        )
+        what = "group column" if split["method"] == "group" else "split column"
+        left_out[column] = f"the {what} ({key})"
         if column not in sample.columns:
             raise UserError(
-                f"split column '{column}' ({key}) is not a column of {source.label}; "
+                f"{what} '{column}' is not a column of {source.label}; "
                 f"available columns: {', '.join(map(str, sample.columns))}"
             )
     # The rows the split gives training: by the split column's values, or, for a random split,
