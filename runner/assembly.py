@@ -295,6 +295,8 @@ def _infer_features(cfg: DictConfig, settings: RunConfig, source: DataSource, ru
     )
     for line in inference.table().splitlines():
         log.info("%s", line)
+    for line in inference.hints:
+        log.warning("%s", line)
     inferred = inference.model_config()
     cfg = cfg.copy()
     for group in ("input_features", "output_features"):

@@ -78,3 +78,22 @@ def test_the_random_split_scores_the_groups_memory_and_the_group_split_new_group
     # group: the test stores are new, so only x's share is left (about 0.5**2 / 4.3 of y)
     assert test["random"] > 0.9
     assert test["group"] < 0.3
+
+
+def test_inference_says_when_a_column_looks_like_a_group_id_the_split_ignores():
+    from runner.processing.type_inference import group_hints, infer_types
+
+    rng = np.random.default_rng(0)
+    rows = 600
+    sample = pd.DataFrame(
+        {
+            "store_id": rng.integers(0, 40, rows),  # repeats: a group id
+            "order_id": np.arange(rows),  # one row each: an id, not a group
+            "valid": rng.integers(0, 40, rows),  # repeats, but named like no id
+            "y": rng.normal(size=rows),
+        }
+    )
+    decisions = infer_types(sample, ["y"])
+    hints = group_hints(sample, decisions, ["y"])
+    assert len(hints) == 1 and hints[0].startswith("'store_id' looks like a group id")
+    assert hints[0].endswith("dataset.split.method=group dataset.split.group_column=store_id")

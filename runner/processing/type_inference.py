@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,8 @@ class TypeInference:
     rows: int
     source: str
     sample: str = ""  # how the sample was drawn
+    # One line per input that looks like a group id a random split ignores (group_hints).
+    hints: list[str] = field(default_factory=list)
 
     def table(self) -> str:
         """The log's table: column, type (or left out), why."""
@@ -148,7 +150,42 @@ def infer_source(
             f"no input feature is left in {source.label} once the target and the columns "
             "left out are set aside; check dataset.exclude"
         )
-    return TypeInference(decisions, target, len(sample), source.label, drawn.description)
+    hints = group_hints(sample, decisions, target) if split["method"] == "random" else []
+    return TypeInference(decisions, target, len(sample), source.label, drawn.description, hints)
+
+
+# A column named like these, whose values repeat, looks like the id of a group of rows:
+# patient_id, store id, customerId, CustomerID, store, Patients.
+GROUP_NAMES = (
+    re.compile(
+        r"(^|[_\s.-])ids?$|^(customer|patient|user|store|session|household|subject|account"
+        r"|client|member|group|team|device|site|hospital|school)s?$",
+        re.IGNORECASE,
+    ),
+    re.compile(r"[a-z]Id$|ID$"),
+)
+GROUP_MIN_ROWS = 2.0  # rows a value at least, on average
+
+
+def group_hints(sample: pd.DataFrame, decisions: list[Inferred], target: list[str]) -> list[str]:
+    """A line for each kept input named like a group id (GROUP_NAMES) whose values repeat: a
+    random split puts a group's rows on both sides, and its test score overstates new groups."""
+    hints = []
+    for d in decisions:
+        named = any(pattern.search(str(d.name)) for pattern in GROUP_NAMES)
+        if not d.kept or d.name in target or not named:
+            continue
+        values = sample[d.name].dropna()
+        distinct = values.nunique()
+        if distinct < 2 or len(values) < GROUP_MIN_ROWS * distinct:
+            continue
+        hints.append(
+            f"'{d.name}' looks like a group id ({distinct:,} values over {len(values):,} rows): "
+            "a random split puts a group's rows in training and test alike, so the test score "
+            "overstates new groups; to split by group: dataset.split.method=group "
+            f"dataset.split.group_column={d.name}"
+        )
+    return hints
 
 
 def _target_from_training_split(source, name: str, split: dict) -> Inferred:
