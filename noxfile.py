@@ -14,7 +14,7 @@ PYTHON_DIRS = ["run.py", "runner", "tests", "bench", "scripts", "hydra_plugins",
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Every test: real Ray clusters, Horovod and DDP workers, the S3 server (about 70 minutes on
+    """Every test: real Ray clusters, Horovod and DDP workers, the S3 server (about 60 minutes on
     2 cores). The bench's every-section smoke run is its own session (bench_smoke): the
     figures' code has the bench, and 16 minutes of the suite were its."""
     session.run(sys.executable, "-m", "pytest", "-q", "-m", "not bench_smoke", *session.posargs)
@@ -29,7 +29,7 @@ def bench_smoke(session: nox.Session) -> None:
 
 @nox.session
 def fast(session: nox.Session) -> None:
-    """The quick tier (about 2 minutes on 2 cores): no Ray cluster, no worker processes, nothing
+    """The quick tier (about 6 minutes on 2 cores): no Ray cluster, no worker processes, nothing
     slow (the end-to-end runs of a CLI command take `slow`: the full suite runs them)."""
     marks = "not slow and not distributed and not needs_root"
     session.run(sys.executable, "-m", "pytest", "-q", "-m", marks, *session.posargs)
