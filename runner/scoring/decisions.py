@@ -35,11 +35,6 @@ def best_f1_threshold(probability: np.ndarray, target: np.ndarray) -> tuple[floa
     return threshold, float(f1[best])
 
 
-def needs_validation(layout: Layout, model: ModelConfig, meta: dict) -> bool:
-    """Whether some binary output's threshold is to be picked on the validation split."""
-    return any(_picked(spec, model, meta)[0] == "validation" for spec in _binary(layout))
-
-
 def decide(
     layout: Layout,
     model: ModelConfig,
