@@ -299,10 +299,10 @@ def _decided(result, pre: Preprocessed, model: ModelConfig, layout: Layout):
     result.family = {**result.family, "decisions": decisions}
     if scored:  # the threshold-dependent validation metrics at the picked thresholds
         rescored = compute_metrics(decided, Decoders(meta), *validation())
+        decided_keys = {f"{n}/{m}" for n in decisions for m in THRESHOLD_METRICS}
+        changed = {k: v for k, v in rescored.items() if k in decided_keys}
         for entry in result.history:
             if entry["epoch"] == result.best_epoch and entry.get("validation"):
-                decided_keys = {f"{n}/{m}" for n in decisions for m in THRESHOLD_METRICS}
-                changed = {k: v for k, v in rescored.items() if k in decided_keys}
                 entry["validation"] = {**entry["validation"], **changed}
     return meta, decided
 
@@ -417,14 +417,20 @@ def command_experiment(run: Run, figures, trackers) -> dict:
     # By split; the test split's may be None (no rows scored).
     metrics: dict[str, dict | None] = dict(_best_metrics(result)) if run.backend.is_main else {}
     check = _baseline_check(run, result, layout, metrics) if run.backend.is_main else {}
-    metrics.update(_holdout_metrics(run, pre))
+    from runner.processing.split import HOLDOUT
+
+    predictor = None
+    if pre.meta["rows"]["test"] or pre.meta["rows"].get(HOLDOUT):
+        # The saved model, as predict loads it: the splits are scored as predict scores.
+        run.backend.gather(None)  # under horovodrun: every rank waits for rank 0's model/
+        predictor = _predictor(run, run.run_dir / "model")
+    if pre.meta["rows"].get(HOLDOUT):
+        metrics.update(_holdout_metrics(run, pre, predictor))
     if pre.meta["rows"]["test"]:
         from runner.scoring.batch import ScoringTask
         from runner.scoring.dispatch import score_split
 
-        # The saved model, as predict loads it: the test split is scored as predict scores.
-        run.backend.gather(None)  # under horovodrun: every rank waits for rank 0's model/
-        predictor = _predictor(run, run.run_dir / "model")
+        assert predictor is not None  # loaded above for the test rows
         task = ScoringTask(labelled=True, write_predictions=True, processed=True)
         test = score_split(
             predictor, task, run.backend, pre.split_path("test"), run.run_dir, _pool(run)
@@ -447,18 +453,13 @@ def command_experiment(run: Run, figures, trackers) -> dict:
     return metrics
 
 
-def _holdout_metrics(run: Run, pre: Preprocessed) -> dict[str, dict | None]:
-    """{holdout: its metrics}: a k_fold run's held-out part scored as the test split is, once
-    its model is saved (runner/folds.py); empty in any other run."""
+def _holdout_metrics(run: Run, pre: Preprocessed, predictor) -> dict[str, dict | None]:
+    """{holdout: its metrics}: a k_fold run's held-out part, scored by the saved model as the
+    test split is (runner/folds.py); empty off rank 0."""
     from runner.processing.split import HOLDOUT
-
-    if not pre.meta["rows"].get(HOLDOUT):
-        return {}
     from runner.scoring.batch import ScoringTask
     from runner.scoring.dispatch import score_split
 
-    run.backend.gather(None)  # under horovodrun: every rank waits for rank 0's model/
-    predictor = _predictor(run, run.run_dir / "model")
     task = ScoringTask(labelled=True, write_predictions=False, processed=True)
     scored = score_split(
         predictor, task, run.backend, pre.split_path(HOLDOUT), run.run_dir, _pool(run)

@@ -71,8 +71,9 @@ def group_keys(values: pd.Series) -> np.ndarray:
     """A stable 64-bit key per row from its group's value: equal values, equal keys, whatever
     the processor or the partition (a whole float as its integer, every missing value one
     group), so the hash of (seed, key) places a group as the row hash places a row."""
-    text = values.astype(object).map(_canonical).to_numpy(dtype=object)
-    return pd.util.hash_array(text, categorize=True)
+    codes, uniques = pd.factorize(values)  # each distinct value canonicalized once
+    text = np.array([*(_canonical(v) for v in uniques), ""], dtype=object)  # -1: missing
+    return pd.util.hash_array(text, categorize=False)[codes]
 
 
 def _canonical(value) -> str:
