@@ -671,6 +671,14 @@ TABLE: tuple[Each | Callable[[dict], Iterable[Cells]], ...] = (
                 when="forward_p50_ms",
             ),
             Row(
+                "export: the ONNX graph in onnxruntime on a ready row vs the forward ({key})",
+                "onnx_p50_ms",
+                "forward_p50_ms",
+                size="1 row",
+                unit=" ms",
+                when="onnx_p50_ms",
+            ),
+            Row(
                 "serve: rows/s in batches of 1,000 ({key}, 4 clients)",
                 "batch_rows_per_second",
                 size="1k rows",

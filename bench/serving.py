@@ -188,28 +188,50 @@ def predictor_single_row(model_dir: Path, requests: int) -> dict:
         "p50_ms": float(np.percentile(ms, 50)),
         "p99_ms": float(np.percentile(ms, 99)),
         "forward_p50_ms": _bare_forward_p50(predictor, one, requests),
+        "onnx_p50_ms": _onnx_forward_p50(predictor, one, requests, model_dir.parent / "onnx"),
     }
 
 
-def _bare_forward_p50(predictor, one: list[dict], requests: int) -> float:
-    """The floor under the Predictor: the same network on the same row, already a ready
-    tensor (no parsing, preprocessing or decoding)."""
-    import torch
-
+def _ready_inputs(predictor, one: list[dict]) -> dict:
     from runner.loading.tensors import TensorTable
 
     processed = predictor.processed(predictor.records_frame(one), False)
-    inputs = TensorTable.from_arrow(processed, predictor.layout, False, exact=True).inputs
-    model = predictor.saved.model
+    return TensorTable.from_arrow(processed, predictor.layout, False, exact=True).inputs
+
+
+def _p50_ms(call, requests: int) -> float:
+    for _ in range(20):  # warm-up
+        call()
     seconds = []
-    with torch.inference_mode():
-        for _ in range(20):  # warm-up
-            model(inputs)
-        for _ in range(requests):
-            t = time.perf_counter()
-            model(inputs)
-            seconds.append(time.perf_counter() - t)
+    for _ in range(requests):
+        t = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - t)
     return float(np.percentile(np.array(seconds) * 1000, 50))
+
+
+def _bare_forward_p50(predictor, one: list[dict], requests: int) -> float:
+    """The floor under the Predictor: the same model on the same row, already a ready tensor
+    (no parsing, preprocessing or decoding)."""
+    import torch
+
+    inputs = _ready_inputs(predictor, one)
+    with torch.inference_mode():
+        return _p50_ms(lambda: predictor.saved.model(inputs), requests)
+
+
+def _onnx_forward_p50(predictor, one: list[dict], requests: int, folder: Path) -> float:
+    """The same model exported to ONNX (command=export export.format=onnx: one graph) on the
+    same ready row, in onnxruntime with its default session."""
+    import onnxruntime
+
+    from runner.model.export import export_model
+
+    artifact = export_model(predictor.saved, folder, "onnx")
+    session = onnxruntime.InferenceSession(str(artifact))
+    inputs = _ready_inputs(predictor, one)
+    feed = {i.name: inputs[i.name].numpy() for i in session.get_inputs()}
+    return _p50_ms(lambda: session.run(None, feed), requests)
 
 
 def serving_figures(work: Path, smoke: bool = False) -> dict:
@@ -233,4 +255,5 @@ def serving_figures(work: Path, smoke: bool = False) -> dict:
         entry["predictor_p50_ms"] = predictor["p50_ms"]
         entry["predictor_p99_ms"] = predictor["p99_ms"]
         entry["forward_p50_ms"] = predictor["forward_p50_ms"]
+        entry["onnx_p50_ms"] = predictor["onnx_p50_ms"]
     return figures

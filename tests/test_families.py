@@ -124,7 +124,7 @@ def test_trees_export_their_own_format_and_it_scores_as_the_model(data, trees):
     )
     assert wrong.returncode == 2
     assert error_lines(wrong) == [
-        "error: export.format=torchscript does not fit this model (gbm: lightgbm); use "
+        "error: export.format=torchscript does not fit this model (gbm: lightgbm, onnx); use "
         "export.format=auto"
     ]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -50,6 +50,14 @@ class Family(Protocol):
     def save(self, model: ScoringModel, directory: Path) -> None: ...
 
     def load(self, directory: Path, layout: Layout, settings: ModelConfig) -> ScoringModel: ...
+
+
+class OnnxFamily(Protocol):
+    """A family whose export_formats has "onnx" also has this."""
+
+    def onnx_graph(self, model: ScoringModel, layout: Layout) -> Any:
+        """The model as an onnx.ModelProto that takes the layout's tensor groups by name and
+        gives each output's logits (runner.model.onnx_graph)."""
 
 
 def against_reference(model: ScoringModel):

@@ -97,12 +97,23 @@ class EnsembleFamily:
 
     name = "ensemble"
     files: tuple[str, ...] = (WEIGHTS_FILE,)
-    export_formats: tuple[str, ...] = ("members",)  # each member in its own format
+    export_formats: tuple[str, ...] = ("members", "onnx")  # members: each in its own format
     explain_method = "members"  # each member's, weighted (runner.scoring.explain)
     packages: tuple[str, ...] = ("lightgbm",)  # its trees'
 
     def __init__(self, family: Callable[[str], Any]):
         self.family = family
+
+    def onnx_graph(self, model, layout: Layout):
+        """One graph: the members' graphs and their weighted average."""
+        from runner.model.onnx_graph import ensemble_graph  # onnx: export only
+
+        members = {
+            name: self.family(name).onnx_graph(member, layout)
+            for name, member in model.members.items()
+            if model.weights[name] > 0
+        }
+        return ensemble_graph(members, model.weights, layout)
 
     def save(self, model, directory: Path) -> None:
         for name, member in model.members.items():

@@ -1,7 +1,7 @@
-"""command=export: the model in its family's own format: the network as TorchScript (or ONNX,
-export.format=onnx, for runtimes without Python: onnxruntime, Java, C#, browsers), the trees
-as LightGBM's text model, an ensemble as its members (each in theirs) and their weights. Each
-takes the encoded tensors (the groups of runner.model.layout: a float matrix of numbers and
+"""command=export: the model in its family's own format (the network as TorchScript, the trees
+as LightGBM's text model, an ensemble as its members, each in theirs, and their weights), or
+any of them as one ONNX graph (export.format=onnx, for runtimes without Python: onnxruntime,
+Java, C#, browsers). Each takes the encoded tensors (the groups of runner.model.layout: a float matrix of numbers and
 binaries, an integer matrix of category codes, a token matrix per text feature; the trees: the
 numbers then the category codes as one matrix) and returns logits per output (the trees: raw
 scores); export.json beside it says which column is which, and meta.json holds the encodings
@@ -16,29 +16,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import onnx
 import torch
 
 from runner.errors import UserError
 from runner.model.artifact import SavedModel
+from runner.model.base import OnnxFamily
 from runner.model.ensemble import EnsembleModel
 from runner.model.gbm import BOOSTER_FILE, TreeModel, categorical_indices, feature_names
 from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
+from runner.model.onnx_graph import OPSET, example_inputs
 from runner.model.registry import family
 
 ARTIFACT = "model.torchscript.pt"
 ONNX_ARTIFACT = "model.onnx"
-ONNX_OPSET = 17
-
-
-def example_inputs(layout: Layout, rows: int = 2) -> dict[str, torch.Tensor]:
-    inputs: dict[str, torch.Tensor] = {}
-    if layout.numeric:
-        inputs[NUMERIC] = torch.zeros(rows, len(layout.numeric))
-    if layout.categories:
-        inputs[CATEGORY] = torch.zeros(rows, len(layout.categories), dtype=torch.long)
-    for name, *_ in layout.texts:
-        inputs[text_key(name)] = torch.ones(rows, 3, dtype=torch.long)
-    return inputs
 
 
 def export_model(saved: SavedModel, target: Path, format_: str = "auto") -> Path:
@@ -55,23 +46,30 @@ def export_model(saved: SavedModel, target: Path, format_: str = "auto") -> Path
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     write = WRITERS[formats[0] if format_ == "auto" else format_]
-    artifact = write(saved.model, saved.layout, tmp)
-    (tmp / "meta.json").write_text(json.dumps(saved.meta, indent=2, sort_keys=True, default=str))
+    try:
+        artifact = write(family(name), saved.model, saved.layout, tmp)
+        (tmp / "meta.json").write_text(
+            json.dumps(saved.meta, indent=2, sort_keys=True, default=str)
+        )
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     shutil.rmtree(target, ignore_errors=True)
     os.rename(tmp, target)
     return target / artifact
 
 
-def _write_members(model: EnsembleModel, layout: Layout, folder: Path) -> str:
+def _write_members(_, model: EnsembleModel, layout: Layout, folder: Path) -> str:
     """Each member in its family's own format, in a folder of its name, and the weights."""
     for name, member in model.members.items():
         (folder / name).mkdir()
-        WRITERS[family(name).export_formats[0]](member, layout, folder / name)
+        member_family = family(name)
+        WRITERS[member_family.export_formats[0]](member_family, member, layout, folder / name)
     (folder / "ensemble.json").write_text(json.dumps({"weights": model.weights}, indent=2))
     return "ensemble.json"
 
 
-def _write_lightgbm(model: TreeModel, layout: Layout, folder: Path) -> str:
+def _write_lightgbm(_, model: TreeModel, layout: Layout, folder: Path) -> str:
     """The booster as LightGBM's text model, and its export.json."""
     model.booster.save_model(str(folder / BOOSTER_FILE))
     described = {
@@ -85,7 +83,7 @@ def _write_lightgbm(model: TreeModel, layout: Layout, folder: Path) -> str:
     return BOOSTER_FILE
 
 
-def _write_torchscript(model, layout: Layout, folder: Path) -> str:
+def _write_torchscript(_, model, layout: Layout, folder: Path) -> str:
     """The network traced to TorchScript, and its export.json."""
     with torch.no_grad():
         traced = torch.jit.trace(model.eval(), (example_inputs(layout),), strict=False)
@@ -95,32 +93,17 @@ def _write_torchscript(model, layout: Layout, folder: Path) -> str:
     return ARTIFACT
 
 
-def _write_onnx(model, layout: Layout, folder: Path) -> str:
-    """The network as ONNX (torch's TorchScript-based exporter, opset ONNX_OPSET): one named
-    input per tensor group, one output of logits per output feature, any number of rows (and
-    of tokens per text)."""
-    inputs = example_inputs(layout)
-    names = list(inputs)
-    outputs = [spec.name for spec in layout.outputs]
-    dynamic = {name: {0: "rows"} for name in names}
-    for name, *_ in layout.texts:  # each its own length: one name would tie them together
-        dynamic[text_key(name)] = {0: "rows", 1: f"{text_key(name)}.tokens"}
-    dynamic.update({name: {0: "rows"} for name in outputs})
-    with torch.no_grad():
-        torch.onnx.export(
-            model.eval(),
-            (inputs, {}),  # the dict as one positional argument (an empty kwargs dict last)
-            str(folder / ONNX_ARTIFACT),
-            input_names=names,
-            output_names=outputs,
-            dynamic_axes=dynamic,
-            opset_version=ONNX_OPSET,
-            dynamo=False,
-        )
+def _write_onnx(model_family: OnnxFamily, model, layout: Layout, folder: Path) -> str:
+    """The model as one ONNX graph (opset OPSET; the trees' nodes from ai.onnx.ml): one named
+    input per tensor group it reads, one output of logits per output feature, any number of
+    rows. An ensemble's graph holds its members' and their weighted average."""
+    graph = model_family.onnx_graph(model, layout)
+    onnx.save(graph, str(folder / ONNX_ARTIFACT))
+    every_input = _inputs(layout)
     described = {
         "format": "onnx",
-        "opset": ONNX_OPSET,
-        "inputs": _inputs(layout),
+        "opset": OPSET,
+        "inputs": {value.name: every_input[value.name] for value in graph.graph.input},
         "outputs": _outputs(layout),
     }
     (folder / "export.json").write_text(json.dumps(described, indent=2))
@@ -152,9 +135,9 @@ def _outputs(layout: Layout) -> dict:
     }
 
 
-# Each export format's writer (Family.export_formats names them): (model, layout, folder) ->
-# the artifact's name in folder, with its export.json beside it.
-WRITERS: dict[str, Callable[[Any, Layout, Path], str]] = {
+# Each export format's writer (Family.export_formats names them): (family, model, layout,
+# folder) -> the artifact's name in folder, with its export.json beside it.
+WRITERS: dict[str, Callable[[Any, Any, Layout, Path], str]] = {
     "torchscript": _write_torchscript,
     "onnx": _write_onnx,
     "lightgbm": _write_lightgbm,

@@ -103,9 +103,14 @@ class TreeModel:
 class GBMFamily:
     name = "gbm"
     files: tuple[str, ...] = (BOOSTER_FILE,)
-    export_formats: tuple[str, ...] = ("lightgbm",)
+    export_formats: tuple[str, ...] = ("lightgbm", "onnx")
     explain_method = "tree SHAP"
     packages: tuple[str, ...] = ("lightgbm",)
+
+    def onnx_graph(self, model, layout: Layout):
+        from runner.model.onnx_graph import tree_graph  # onnx and its converter: export only
+
+        return tree_graph(model.booster, layout)
 
     def save(self, model, directory: Path) -> None:
         model.booster.save_model(str(directory / BOOSTER_FILE))

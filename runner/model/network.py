@@ -412,6 +412,11 @@ class NetworkFamily:
     explain_method = "integrated gradients"
     packages: tuple[str, ...] = ()
 
+    def onnx_graph(self, model, layout: Layout):
+        from runner.model.onnx_graph import network_graph  # onnx: export only
+
+        return network_graph(model, layout)
+
     def save(self, model, directory: Path) -> None:
         torch.save(model.state_dict(), directory / WEIGHTS_FILE)
 
