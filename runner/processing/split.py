@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
+from runner.processing.row_hash import uniform_from_ids
 
 SPLIT_NAMES = ("train", "validation", "test")
 # A k_fold run's fourth split (code 3): its held-out part, scored once training is done and
@@ -35,17 +36,6 @@ _COLUMN_VALUES = {
     "test": 2,
     "2": 2,
 }
-
-
-def uniform_from_ids(row_ids: np.ndarray, seed: int) -> np.ndarray:
-    """splitmix64 of (row id + seed x golden ratio) mapped to [0, 1): a fixed pseudo-random
-    number per row that no partitioning changes (splits here, quantile samples in features)."""
-    with np.errstate(over="ignore"):
-        z = row_ids.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
 def split_settings(node) -> dict:

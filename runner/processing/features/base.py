@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runner.errors import UserError
-from runner.processing.split import uniform_from_ids
+from runner.processing.row_hash import uniform_from_ids
 
 # Bump when a transform's output changes: it is part of every cache key.
 PREPROCESSING_VERSION = 6
