@@ -211,7 +211,7 @@ BAD_INPUTS = {
     ),
     "unknown split method": (
         ["dataset.path={d}/good.csv", "dataset.split.method=sideways"],
-        "unknown dataset.split.method 'sideways'; use 'random', 'group' or 'column'",
+        "unknown dataset.split.method 'sideways'; use 'random', 'group', 'time' or 'column'",
     ),
     "split by column, no column": (
         ["dataset.path={d}/good.csv", "dataset.split.method=column"],

@@ -124,6 +124,34 @@ def test_every_processor_splits_by_group_alike(tmp_path):
     assert all(len(splits) == 1 for splits in placed.values())
 
 
+def test_every_processor_splits_by_time_alike(tmp_path):
+    """dataset.split.method=time on pandas, Dask, Modin and Arrow partitions: the same cache
+    entry (one pass over the whole time column gives every partition the same cut points),
+    and every test row later than every training row."""
+    from test_time_split import TIME, days, drifting
+
+    table = drifting()
+    table.to_csv(tmp_path / "drifting.csv", index=False)
+    source = DataSource.from_config(DatasetConfig(path=str(tmp_path / "drifting.csv")))
+    features = FeatureSet([{"name": "x", "type": "number"}], [{"name": "y", "type": "number"}])
+    engines = {
+        "pandas": make_processor("pandas"),
+        "dask": make_processor("dask", "processor.parallelism=3", "processor.blocksize=20KB"),
+        "modin": make_processor("modin", "processor.parallelism=3"),
+        "arrow": make_processor("arrow", "processor.parallelism=3"),
+    }
+    results = {
+        k: preprocess(e, source, features, TIME, str(tmp_path / k)) for k, e in engines.items()
+    }
+    assert_same_caches(results)
+    when = days(table)
+    rows = {
+        split: pq.read_table(results["pandas"].split_path(split).path).column("__row__")
+        for split in ("train", "test")
+    }
+    assert np.nanmax(when[rows["train"].to_numpy()]) < np.min(when[rows["test"].to_numpy()])
+
+
 @pytest.mark.parametrize("name", ["houses.tsv", "houses.jsonl.gz"])
 def test_every_processor_infers_and_reads_other_formats_as_the_csv(tmp_path, name):
     """A delimited file and a whole-file format, with only dataset.target: every processor

@@ -23,7 +23,7 @@ class FeatureConfig:
 @dataclass
 class SplitConfig:
     # random (by row); group (by group_column's value: a group's rows share one split, and
-    # one k_fold part); column (each row's split named in `column`)
+    # one k_fold part); time (by time_column); column (each row's split named in `column`)
     method: str = "random"
     ratios: list[float] = field(default_factory=lambda: [0.7, 0.15, 0.15])
     seed: int = 42
@@ -31,6 +31,9 @@ class SplitConfig:
     # with method=group: the column naming each row's group (a customer, a patient, a store),
     # left out of the inferred inputs
     group_column: str | None = None
+    # with method=time: the column of each row's date or time (or a number that orders rows);
+    # the earliest rows train, the next validate, the latest test (k_fold: forward-chaining)
+    time_column: str | None = None
     # Set by k_fold=N for each of its runs (not typed by hand): the training and validation
     # rows cut into `folds` parts by the same hash; part `fold` validates, the rest train.
     folds: int = 0

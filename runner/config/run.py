@@ -62,9 +62,9 @@ class RunConfig:
                     f"k_fold={self.k_fold} cross-validates command=experiment, not "
                     f"command={self.command}; drop k_fold or use command=experiment"
                 )
-            if self.dataset.split.method not in ("random", "group"):
+            if self.dataset.split.method not in ("random", "group", "time"):
                 raise UserError(
-                    f"k_fold={self.k_fold} cuts random or grouped splits into folds; "
+                    f"k_fold={self.k_fold} cuts random, grouped or timed splits into folds; "
                     f"dataset.split.method={self.dataset.split.method} fixes each row's split: "
-                    "use dataset.split.method=random or group"
+                    "use dataset.split.method=random, group or time"
                 )

@@ -27,7 +27,14 @@ from runner.processing.features.feature_set import (
 )
 from runner.processing.features.model_side import model_side
 from runner.processing.source import DataSource
-from runner.processing.split import assign_splits, split_column, split_names, validate_split
+from runner.processing.split import (
+    assign_splits,
+    split_column,
+    split_names,
+    time_cuts,
+    time_seconds,
+    validate_split,
+)
 from runner.storage import Location, local_write_errors, storage_errors
 
 log = logging.getLogger(__name__)
@@ -182,13 +189,20 @@ def _build(
     def row_ids(part: pd.DataFrame, offset: int) -> np.ndarray:
         return np.arange(offset, offset + len(part), dtype=np.int64)
 
+    if split["method"] == "time":  # one pass over the time column: the cuts for every part
+        times = processor.map_collect(
+            frame, lambda part, offset: time_seconds(part, row_ids(part, offset), split)
+        )
+        split = {**split, "time_cuts": time_cuts(np.concatenate(times), split)}
+
     def fit(part: pd.DataFrame, offset: int) -> dict:
         ids = row_ids(part, offset)
         codes = assign_splits(part, ids, split)
         train = codes == 0
         return {
             "stats": fit_partial(part[train], ids[train], features),
-            "rows": np.bincount(codes, minlength=len(names)).tolist(),
+            # A forward-chaining fold's unused rows (codes past the names) count nowhere.
+            "rows": np.bincount(codes[codes < len(names)], minlength=len(names)).tolist(),
             "watched": partial_counts(part[train], list(watched)),
         }
 

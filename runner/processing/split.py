@@ -3,7 +3,9 @@
 Each row's split comes from a counter-based hash of (seed, global row number), or with
 method=group of (seed, its group's value), so every processor (pandas, Arrow, Dask, Modin)
 assigns every row the same split however the table is partitioned, and a group's rows share
-one split (and one k_fold part).
+one split (and one k_fold part). With method=time, from its time against cut points taken by
+rank over the whole time column before any partition is split (time_cuts): the earliest rows
+train, the next validate, the latest test.
 """
 
 import math
@@ -12,12 +14,16 @@ import numpy as np
 import pandas as pd
 
 from runner.errors import UserError
+from runner.processing.features.date import date_seconds
 from runner.processing.row_hash import uniform_from_ids
 
 SPLIT_NAMES = ("train", "validation", "test")
 # A k_fold run's fourth split (code 3): its held-out part, scored once training is done and
 # never seen before (its validation split is a cut of its own training rows).
 HOLDOUT = "holdout"
+# A forward-chaining fold's rows later than its held-out part and earlier than the test rows:
+# in none of its splits.
+UNUSED = 4
 
 
 def split_names(split: dict) -> tuple[str, ...]:
@@ -53,8 +59,13 @@ def without_folds(split: dict) -> dict:
 
 
 def split_column(split: dict) -> str | None:
-    """The raw column the split reads: method=column's, or method=group's group column."""
-    return {"column": split.get("column"), "group": split.get("group_column")}.get(split["method"])
+    """The raw column the split reads: method=column's, method=group's group column or
+    method=time's time column."""
+    return {
+        "column": split.get("column"),
+        "group": split.get("group_column"),
+        "time": split.get("time_column"),
+    }.get(split["method"])
 
 
 def group_keys(values: pd.Series) -> np.ndarray:
@@ -74,6 +85,63 @@ def _canonical(value) -> str:
     return str(value).strip()
 
 
+def time_seconds(frame: pd.DataFrame, row_ids: np.ndarray, split: dict) -> np.ndarray:
+    """Each row's time as seconds (a date's since 1970, a number as it is; NaN: missing)."""
+    column = split["time_column"]
+    seconds, bad, text = date_seconds(frame[column])
+    if bad is not None:
+        raise UserError(
+            f"time column '{column}' has value {text!r} that is no date or number at data row "
+            f"{int(row_ids[bad]) + 1}; fix the value or name another dataset.split.time_column"
+        )
+    return seconds
+
+
+def time_cuts(seconds: np.ndarray, split: dict) -> dict[str, float]:
+    """The last time of each split, by rank over every row's time (ties stay with the earlier
+    split, so every test row is later than every training row). A k_fold run chains forward:
+    the training and validation rows in folds + 1 blocks by time; fold f trains on blocks 0..f
+    (their latest share by the validation ratio validates), holds out block f + 1, and leaves
+    later blocks out."""
+    ordered = np.sort(seconds[~np.isnan(seconds)])
+    if not len(ordered):
+        raise UserError(
+            f"time column '{split['time_column']}' has no values; name another "
+            "dataset.split.time_column"
+        )
+    train, validation, _ = split["ratios"]
+
+    def last(rows: float) -> float:
+        return float(ordered[min(max(math.ceil(rows), 1), len(ordered)) - 1])
+
+    kept = (train + validation) * len(ordered)
+    folds = int(split.get("folds") or 0)
+    if not folds:
+        return {"train": last(train * len(ordered)), "validation": last(kept)}
+    fold = int(split["fold"])
+    trained = kept * (fold + 1) / (folds + 1)
+    return {
+        "train": last(trained * train / (train + validation)),
+        "validation": last(trained),
+        "holdout": last(kept * (fold + 2) / (folds + 1)),
+        "kept": last(kept),
+    }
+
+
+def _time_codes(frame: pd.DataFrame, row_ids: np.ndarray, split: dict) -> np.ndarray:
+    """Split codes by time; without time_cuts (inference's sample), the cuts of these rows."""
+    seconds = time_seconds(frame, row_ids, split)
+    cuts = split.get("time_cuts") or time_cuts(seconds, split)
+    bounds = [cuts["train"], cuts["validation"]]
+    codes = [0, 1]
+    if "holdout" in cuts:
+        bounds += [cuts["holdout"], cuts["kept"]]
+        codes += [3, UNUSED]
+    # The first bound at or above each time; a row without a time trains.
+    index = np.searchsorted(np.asarray(bounds), np.nan_to_num(seconds, nan=-np.inf), "left")
+    return np.asarray([*codes, 2], dtype=np.int8)[index]
+
+
 def validate_split(split: dict) -> None:
     method = split["method"]
     if method == "group" and not split.get("group_column"):
@@ -81,7 +149,12 @@ def validate_split(split: dict) -> None:
             "dataset.split.method=group needs dataset.split.group_column=<the column whose "
             "value names a row's group>"
         )
-    if method in ("random", "group"):
+    if method == "time" and not split.get("time_column"):
+        raise UserError(
+            "dataset.split.method=time needs dataset.split.time_column=<the column of each "
+            "row's date or time>"
+        )
+    if method in ("random", "group", "time"):
         ratios = list(split["ratios"])
         if len(ratios) != 3 or any(r < 0 for r in ratios) or abs(sum(ratios) - 1.0) > 1e-6:
             raise UserError(
@@ -99,12 +172,15 @@ def validate_split(split: dict) -> None:
             )
     else:
         raise UserError(
-            f"unknown dataset.split.method '{method}'; use 'random', 'group' or 'column'"
+            f"unknown dataset.split.method '{method}'; use 'random', 'group', 'time' or 'column'"
         )
 
 
 def assign_splits(frame: pd.DataFrame, row_ids: np.ndarray, split: dict) -> np.ndarray:
-    """Split code per row: 0 train, 1 validation, 2 test; 3 a k_fold run's held-out part."""
+    """Split code per row: 0 train, 1 validation, 2 test; 3 a k_fold run's held-out part;
+    UNUSED a forward-chaining fold's later rows."""
+    if split["method"] == "time":
+        return _time_codes(frame, row_ids, split)
     if split["method"] in ("random", "group"):
         train, validation, _ = split["ratios"]
         keys = row_ids if split["method"] == "random" else group_keys(frame[split["group_column"]])

@@ -116,11 +116,9 @@ def infer_source(
         left_out.update(dict.fromkeys(others, "not in model.input_features"))
     column = split_column(split)
     if column is not None:
-        key = (
-            "dataset.split.column" if split["method"] == "column" else "dataset.split.group_column"
-        )
-        what = "group column" if split["method"] == "group" else "split column"
-        left_out[column] = f"the {what} ({key})"
+        key, what = SPLIT_COLUMNS[split["method"]]
+        if split["method"] != "time":  # a row's time may be an input; its split or group not
+            left_out[column] = f"the {what} ({key})"
         if column not in sample.columns:
             raise UserError(
                 f"{what} '{column}' is not a column of {source.label}; "
@@ -150,9 +148,20 @@ def infer_source(
             f"no input feature is left in {source.label} once the target and the columns "
             "left out are set aside; check dataset.exclude"
         )
-    hints = group_hints(sample, decisions, target) if split["method"] == "random" else []
+    hints = (
+        [*group_hints(sample, decisions, target), *time_hints(decisions, target)]
+        if split["method"] == "random"
+        else []
+    )
     return TypeInference(decisions, target, len(sample), source.label, drawn.description, hints)
 
+
+# The key and the words for the column each split method reads.
+SPLIT_COLUMNS = {
+    "column": ("dataset.split.column", "split column"),
+    "group": ("dataset.split.group_column", "group column"),
+    "time": ("dataset.split.time_column", "time column"),
+}
 
 # A column named like these, whose values repeat, looks like the id of a group of rows:
 # patient_id, store id, customerId, CustomerID, store, Patients.
@@ -186,6 +195,19 @@ def group_hints(sample: pd.DataFrame, decisions: list[Inferred], target: list[st
             f"dataset.split.group_column={d.name}"
         )
     return hints
+
+
+def time_hints(decisions: list[Inferred], target: list[str]) -> list[str]:
+    """A line for the first kept date input: a random split tests on rows from every time, so
+    its score overstates the model on rows later than its training rows."""
+    for d in decisions:
+        if d.kept and d.name not in target and d.type == "date":
+            return [
+                f"'{d.name}' holds dates: a random split trains on rows later than some test "
+                "rows, so the test score overstates the model on the future; to test on the "
+                f"latest rows: dataset.split.method=time dataset.split.time_column={d.name}"
+            ]
+    return []
 
 
 def _target_from_training_split(source, name: str, split: dict) -> Inferred:

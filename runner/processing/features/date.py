@@ -21,6 +21,44 @@ if TYPE_CHECKING:
     from runner.processing.features.sampled_column import Inferred, SampledColumn
 
 
+def date_seconds(series: pd.Series, fmt: str | None = None) -> tuple[np.ndarray, int | None, str]:
+    """Seconds since 1970 (UTC), NaN where missing; and the position and text of the
+    first value that is no date (None when all are). `fmt`: strptime codes that pin one
+    format (a date feature's datetime_format)."""
+    if pd.api.types.is_datetime64_any_dtype(series):
+        parsed = pd.to_datetime(series, utc=True)
+    elif pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
+        return series.to_numpy(dtype=np.float64, na_value=np.nan), None, ""
+    else:
+        text = as_strings(series)
+        parsed = pd.to_datetime(text, format=fmt or "ISO8601", utc=True, errors="coerce")
+        failed = parsed.isna() & text.notna() & (text.str.strip() != "")
+        if failed.any() and not fmt:
+            # Each value alone (no format inferred from a partition's first value, which
+            # could differ between processors): epoch seconds, then dateutil's parser.
+            retry = text[failed]
+            numbers = numbers_from_text(retry)
+            # Only the numbers: pandas 2.3.3 casts a float array holding NaN by unit through
+            # uninitialised memory, which at random overflows (FloatingPointError).
+            as_epoch = pd.Series(pd.NaT, index=retry.index, dtype="datetime64[ns, UTC]")
+            if numbers.notna().any():
+                present = numbers.dropna()
+                as_epoch[present.index] = pd.to_datetime(
+                    present, unit="s", utc=True, errors="coerce"
+                )
+            other = pd.to_datetime(
+                retry[numbers.isna()], format="mixed", utc=True, errors="coerce"
+            ).reindex(retry.index)
+            parsed = parsed.copy()
+            parsed[failed] = as_epoch.where(numbers.notna(), other)
+            failed = parsed.isna() & text.notna() & (text.str.strip() != "")
+        if failed.any():
+            first = failed[failed].index[0]
+            return np.zeros(0), int(series.index.get_loc(first)), str(text[first])
+    nanos = parsed.to_numpy(dtype="datetime64[ns]").astype(np.int64).astype(np.float64)
+    return np.where(parsed.isna().to_numpy(), np.nan, nanos / 1e9), None, ""
+
+
 class DateFeature(Feature):
     """Dates and times: ISO strings (`2024-03-05`, `2024-03-05 14:30`, with a zone or not),
     other common formats element by element, epoch seconds, or datetime columns;
@@ -33,41 +71,7 @@ class DateFeature(Feature):
     missing_strategies = ("fill_mean", "drop_row")
 
     def _parse(self, series: pd.Series) -> tuple[np.ndarray, int | None, str]:
-        """Seconds since 1970 (UTC), NaN where missing; and the position and text of the
-        first value that is no date (None when all are)."""
-        if pd.api.types.is_datetime64_any_dtype(series):
-            parsed = pd.to_datetime(series, utc=True)
-        elif pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
-            return series.to_numpy(dtype=np.float64, na_value=np.nan), None, ""
-        else:
-            text = as_strings(series)
-            fmt = self.options["datetime_format"]
-            parsed = pd.to_datetime(text, format=fmt or "ISO8601", utc=True, errors="coerce")
-            failed = parsed.isna() & text.notna() & (text.str.strip() != "")
-            if failed.any() and not fmt:
-                # Each value alone (no format inferred from a partition's first value, which
-                # could differ between processors): epoch seconds, then dateutil's parser.
-                retry = text[failed]
-                numbers = numbers_from_text(retry)
-                # Only the numbers: pandas 2.3.3 casts a float array holding NaN by unit through
-                # uninitialised memory, which at random overflows (FloatingPointError).
-                as_epoch = pd.Series(pd.NaT, index=retry.index, dtype="datetime64[ns, UTC]")
-                if numbers.notna().any():
-                    present = numbers.dropna()
-                    as_epoch[present.index] = pd.to_datetime(
-                        present, unit="s", utc=True, errors="coerce"
-                    )
-                other = pd.to_datetime(
-                    retry[numbers.isna()], format="mixed", utc=True, errors="coerce"
-                ).reindex(retry.index)
-                parsed = parsed.copy()
-                parsed[failed] = as_epoch.where(numbers.notna(), other)
-                failed = parsed.isna() & text.notna() & (text.str.strip() != "")
-            if failed.any():
-                first = failed[failed].index[0]
-                return np.zeros(0), int(series.index.get_loc(first)), str(text[first])
-        nanos = parsed.to_numpy(dtype="datetime64[ns]").astype(np.int64).astype(np.float64)
-        return np.where(parsed.isna().to_numpy(), np.nan, nanos / 1e9), None, ""
+        return date_seconds(series, self.options["datetime_format"])
 
     def _fix(self) -> str:
         fmt = self.options["datetime_format"]
