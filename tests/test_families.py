@@ -19,8 +19,9 @@ from runner.config import ModelConfig
 from runner.errors import UserError
 from runner.model.artifact import SavedModel
 from runner.model.ensemble import EnsembleModel
-from runner.model.gbm import TreeModel, feature_matrix
+from runner.model.gbm import TreeModel
 from runner.model.layout import CATEGORY, NUMERIC
+from runner.model.tree_features import feature_matrix
 from runner.storage import Location
 from runner.training import ensemble_fit, fitted, tree_fit
 from runner.training.job import TrainingResult

@@ -23,10 +23,11 @@ from runner.errors import UserError
 from runner.model.artifact import SavedModel
 from runner.model.base import OnnxFamily
 from runner.model.ensemble import EnsembleModel
-from runner.model.gbm import BOOSTER_FILE, TreeModel, categorical_indices, feature_names
+from runner.model.gbm import BOOSTER_FILE, TreeModel
 from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
 from runner.model.onnx_graph import OPSET, example_inputs
 from runner.model.registry import family
+from runner.model.tree_features import categorical_indices, feature_names
 
 ARTIFACT = "model.torchscript.pt"
 ONNX_ARTIFACT = "model.onnx"

@@ -6,7 +6,6 @@ are where the cache has them)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,37 +13,10 @@ import numpy as np
 import torch
 
 from runner.model.changed_columns import ChangedColumns
-from runner.model.layout import CATEGORY, NUMERIC, Layout
+from runner.model.layout import Layout
+from runner.model.tree_features import feature_matrix, tree_threads
 
 BOOSTER_FILE = "booster.txt"
-
-
-def feature_matrix(inputs: Mapping[str, torch.Tensor | np.ndarray], layout: Layout) -> np.ndarray:
-    """The trees' features, in layout order: the numeric columns, then the category codes."""
-    parts = []
-    if layout.numeric:
-        parts.append(np.asarray(inputs[NUMERIC], dtype=np.float32))
-    if layout.categories:
-        parts.append(np.asarray(inputs[CATEGORY]).astype(np.float32))
-    rows = len(next(iter(inputs.values()))) if inputs else 0
-    return np.hstack(parts) if parts else np.zeros((rows, 0), np.float32)
-
-
-def feature_names(layout: Layout) -> list[str]:
-    names = [*layout.numeric, *(name for name, *_ in layout.categories)]
-    return [f"f{i}_{''.join(c if c.isalnum() else '_' for c in n)}" for i, n in enumerate(names)]
-
-
-def categorical_indices(layout: Layout) -> list[int]:
-    return list(range(len(layout.numeric), len(layout.numeric) + len(layout.categories)))
-
-
-def tree_threads(num_threads: int | None) -> int:
-    """LightGBM's threads, training and predicting: model.gbm.num_threads, else torch's count,
-    the process's share of the node where Ray or the scoring pool set one (a trial's, a fold's
-    or an actor's OMP_NUM_THREADS), every core otherwise. LightGBM's own default is every core,
-    and OpenMP threads past a process's share spin against its neighbours'."""
-    return num_threads or torch.get_num_threads()
 
 
 class TreeModel:

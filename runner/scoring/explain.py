@@ -37,9 +37,10 @@ from runner.config import TREE_OUTPUT_TYPES
 from runner.errors import UserError
 from runner.loading.tensors import TensorTable
 from runner.model.ensemble import EnsembleModel
-from runner.model.gbm import TreeModel, feature_matrix
+from runner.model.gbm import TreeModel
 from runner.model.layout import CATEGORY, NUMERIC, Layout, OutputSpec, feature_columns, text_key
 from runner.model.registry import family
+from runner.model.tree_features import feature_matrix
 
 IG_CHUNK_ROWS = 2048  # rows per integrated-gradients pass (its graph holds one step at a time)
 

@@ -17,15 +17,14 @@ from runner.config import ModelConfig, TrainerConfig
 from runner.errors import UserError
 from runner.fast_start import import_lightgbm
 from runner.loading.tensors import TensorTable
-from runner.model.gbm import (
-    GBMFamily,
-    TreeModel,
+from runner.model.gbm import GBMFamily, TreeModel
+from runner.model.layout import Layout
+from runner.model.tree_features import (
     categorical_indices,
     feature_matrix,
     feature_names,
     tree_threads,
 )
-from runner.model.layout import Layout
 from runner.scoring.decoding import Decoders, compute_metrics
 from runner.storage import Location
 from runner.training.advice import Knobs
