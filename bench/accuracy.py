@@ -62,6 +62,7 @@ VARIANTS = {
     # network + trees ensemble (the default: model.family=auto on the suite's tables).
     "network": ["model.family=network"],
     "trees": ["model.family=gbm"],
+    "catboost": ["model.family=catboost"],
     "ensemble": ["model.family=ensemble"],
     # The ensemble with the network's members (the ensemble's auto is one network).
     "ensemble4": ["model.family=ensemble", "model.ensemble_size=4"],

@@ -19,6 +19,7 @@ from runner.config.backends import (
     RayBackendConfig,
     RaySettings,
 )
+from runner.config.catboost import CatBoostConfig
 from runner.config.checks import II, MISSING, component_settings
 from runner.config.commands import (
     EXPORT_FORMATS,
@@ -92,6 +93,7 @@ __all__ = [
     "EXPORT_FORMATS",
     "ExportConfig",
     "FeatureConfig",
+    "CatBoostConfig",
     "GBMConfig",
     "HorovodBackendConfig",
     "HorovodTrainerConfig",

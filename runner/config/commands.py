@@ -9,7 +9,7 @@ from runner.config.checks import _one_of, _require, _resources
 
 # auto: the model family's own (a network's TorchScript, the trees' LightGBM text model, an
 # ensemble's members each in theirs); onnx: any built-in family as one graph
-EXPORT_FORMATS = ("auto", "torchscript", "onnx", "lightgbm", "members")
+EXPORT_FORMATS = ("auto", "torchscript", "onnx", "lightgbm", "catboost", "members")
 
 
 @dataclass

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.config.catboost import CatBoostConfig
 from runner.config.checks import _one_of, _require
 from runner.config.dataset import FeatureConfig
 from runner.config.gbm import GBMConfig
@@ -35,7 +36,7 @@ def _family_module(name: str) -> bool:
 ENSEMBLE_AUTO = 4
 
 
-MODEL_FAMILIES = ("network", "gbm", "ensemble")
+MODEL_FAMILIES = ("network", "gbm", "ensemble", "catboost")
 
 
 CLASS_WEIGHTS = ("none", "balanced", "auto")  # or {label: weight}
@@ -50,6 +51,7 @@ RARE_CLASS_RATIO = 0.4
 # The output types whose model side says trees can fit them (ModelSide.trees): the config sits
 # below the features' layer, so it keeps the names; tests/test_families.py checks they agree.
 TREE_OUTPUT_TYPES = ("binary", "category", "number")
+TREE_FAMILIES = ("gbm", "ensemble", "catboost")  # those that fit trees: one such output
 
 
 @dataclass
@@ -58,10 +60,12 @@ class ModelConfig:
     input_features: list[FeatureConfig] | None = None
     output_features: list[FeatureConfig] | None = None
     # network (the neural network below) | gbm (gradient-boosted trees: model.gbm) |
-    # ensemble (both on the same splits, weighted on the validation split) | auto (the
-    # ensemble where trees fit the output, at every size, else the network: pick_family)
+    # ensemble (both on the same splits, weighted on the validation split) | catboost
+    # (CatBoost's trees: model.catboost) | auto (the ensemble where trees fit the output, at
+    # every size, else the network: pick_family)
     family: str = "auto"
     gbm: GBMConfig = field(default_factory=GBMConfig)
+    catboost: CatBoostConfig = field(default_factory=CatBoostConfig)
     combiner: str = "concat"  # concat (MLP) | residual (residual MLP) | transformer
     hidden_size: int = 256  # picked by the defaults sweep (docs/accuracy.md)
     num_layers: int = 2
@@ -131,7 +135,7 @@ class ModelConfig:
                 threshold,
             )
         outputs = self.output_features
-        if self.family in ("gbm", "ensemble") and outputs is not None:
+        if self.family in TREE_FAMILIES and outputs is not None:
             kinds = [f"{f.name} ({f.type})" for f in outputs]
             if not self.trees_fit(outputs):
                 raise UserError(

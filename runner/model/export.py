@@ -22,6 +22,8 @@ import torch
 from runner.errors import UserError
 from runner.model.artifact import SavedModel
 from runner.model.base import OnnxFamily
+from runner.model.catboost import MODEL_FILE as CATBOOST_FILE
+from runner.model.catboost import CatBoostModel
 from runner.model.ensemble import EnsembleModel
 from runner.model.gbm import BOOSTER_FILE, TreeModel
 from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
@@ -84,6 +86,20 @@ def _write_lightgbm(_, model: TreeModel, layout: Layout, folder: Path) -> str:
     return BOOSTER_FILE
 
 
+def _write_catboost(_, model: CatBoostModel, layout: Layout, folder: Path) -> str:
+    """The model in CatBoost's own format (its numeric columns, then its category codes as
+    text, as catboost_pool gives them), and its export.json."""
+    model.booster.save_model(str(folder / CATBOOST_FILE))
+    described = {
+        "format": "catboost",
+        "columns": [*layout.numeric, *(name for name, *_ in layout.categories)],
+        "categorical": categorical_indices(layout),
+        "outputs": _outputs(layout),
+    }
+    (folder / "export.json").write_text(json.dumps(described, indent=2))
+    return CATBOOST_FILE
+
+
 def _write_torchscript(_, model, layout: Layout, folder: Path) -> str:
     """The network traced to TorchScript, and its export.json."""
     with torch.no_grad():
@@ -142,5 +158,6 @@ WRITERS: dict[str, Callable[[Any, Any, Layout, Path], str]] = {
     "torchscript": _write_torchscript,
     "onnx": _write_onnx,
     "lightgbm": _write_lightgbm,
+    "catboost": _write_catboost,
     "members": _write_members,
 }

@@ -7,6 +7,7 @@ import importlib
 
 from runner.errors import UserError
 from runner.model.base import Family
+from runner.model.catboost import CatBoostFamily
 from runner.model.ensemble import EnsembleFamily
 from runner.model.gbm import GBMFamily
 from runner.model.network import NetworkFamily
@@ -44,6 +45,6 @@ def _module_family(name: str) -> Family:
 
 
 FAMILIES: dict[str, Family] = {
-    f.name: f for f in (NetworkFamily(), GBMFamily(), EnsembleFamily(family))
+    f.name: f for f in (NetworkFamily(), GBMFamily(), EnsembleFamily(family), CatBoostFamily())
 }
 BUILT_IN = tuple(FAMILIES)

@@ -4,7 +4,8 @@ family in FITS; a family of one's own fits itself (its `fit(job)`, runner.model.
 network: the one training loop, run by the trainer (local, Horovod, DDP) on the backend.
 gbm: LightGBM (runner/training/tree_fit.py), here or data-parallel on Ray Train.
 ensemble: both on the same splits, then greedy ensemble weights on the validation split
-(runner/training/ensemble_fit.py). Every family returns a TrainingResult whose model is a
+(runner/training/ensemble_fit.py).
+catboost: CatBoost (runner/training/catboost_fit.py), here. Every family returns a TrainingResult whose model is a
 ScoringModel; the train and validation metrics of a tree or an ensemble come from the one
 scoring path (runner/training/fitted.py), as a network's validation metrics do.
 """
@@ -15,11 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from runner.config import ModelConfig
+from runner.model.catboost import CatBoostFamily
 from runner.model.ensemble import EnsembleFamily
 from runner.model.gbm import GBMFamily
 from runner.model.network import NetworkFamily
 from runner.model.registry import family
 from runner.training.advice import Knobs
+from runner.training.catboost_fit import catboost_knobs, fit_catboost
 from runner.training.ensemble_fit import fit_ensemble
 from runner.training.fit_job import FitJob
 from runner.training.job import TrainingResult
@@ -42,6 +45,7 @@ FITS: dict[str, Fit] = {
     NetworkFamily.name: Fit(_fit_network),
     GBMFamily.name: Fit(fit_gbm, tree_knobs),
     EnsembleFamily.name: Fit(fit_ensemble),
+    CatBoostFamily.name: Fit(fit_catboost, catboost_knobs),
 }
 
 

@@ -1,0 +1,112 @@
+"""model.family=catboost: one CatBoost model on the training split, early-stopped on the
+validation split, in the run's process (CatBoost's own threads)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from runner.config import ModelConfig
+from runner.errors import UserError
+from runner.model.catboost import CatBoostModel, catboost_pool
+from runner.model.layout import Layout
+from runner.model.tree_features import feature_matrix, tree_threads
+from runner.training.advice import Knobs
+from runner.training.fit_job import FitJob
+from runner.training.fitted import CURVE_POINTS, TRAIN_METRIC_ROWS, fitted_result, read_spread
+from runner.training.job import TrainingResult
+from runner.training.tree_fit import check_tree_outputs, no_tree_inputs, tree_inputs
+
+log = logging.getLogger(__name__)
+
+# CatBoost's loss for each output type the trees fit.
+LOSSES = {"binary": "Logloss", "category": "MultiClass", "number": "RMSE"}
+
+
+def fit_catboost(job: FitJob) -> TrainingResult:
+    """CatBoost's TrainingResult: the model at its best validation round."""
+    from catboost import CatBoost
+
+    started = time.perf_counter()
+    model, layout = job.model, job.layout
+    check_tree_outputs(layout, model.family)
+    if not tree_inputs(layout):
+        raise UserError(
+            f"model.family=catboost has no input trees can split on: {no_tree_inputs(layout)}; "
+            "use model.family=network or ensemble"
+        )
+    train, validation = job.read("train"), job.read("validation")
+    settings = model.catboost
+    params = {
+        "loss_function": LOSSES[layout.outputs[0].type],
+        "iterations": settings.iterations,
+        "depth": settings.depth,
+        "l2_leaf_reg": settings.l2_leaf_reg,
+        "thread_count": tree_threads(settings.num_threads),
+        "random_seed": job.trainer.settings.seed,
+        "allow_writing_files": False,
+        "verbose": 0,
+        **({"learning_rate": settings.learning_rate} if settings.learning_rate else {}),
+    }
+    booster = CatBoost(params)
+    fitting = time.perf_counter()
+    booster.fit(
+        _pool(train, layout),
+        eval_set=_pool(validation, layout) if len(validation) else None,
+        early_stopping_rounds=settings.early_stopping_rounds or None,
+    )
+    fit_seconds = time.perf_counter() - fitting
+    evals = _curves(booster.get_evals_result())
+    rounds = booster.tree_count_  # early stopping keeps the best round's trees
+    log.info(
+        "catboost: %d rounds kept of %d run (model.catboost.early_stopping_rounds=%d on the "
+        "validation split), learning rate %.4g, %.2fs",
+        rounds,
+        len(next(iter(evals["validation"].values()), [])) or rounds,
+        settings.early_stopping_rounds,
+        booster.learning_rate_,
+        fit_seconds,
+    )
+    fitted = CatBoostModel(booster, layout, settings.num_threads)
+    spread = read_spread(job.splits, "train", layout, TRAIN_METRIC_ROWS)
+    result = fitted_result(fitted, layout, job.meta, spread, validation, evals, rounds)
+    result.train_seconds = time.perf_counter() - started
+    result.step_seconds = fit_seconds
+    result.samples_seen = (layout.train_rows or len(train)) * rounds
+    result.family = {"catboost_rounds": rounds, "catboost_learning_rate": booster.learning_rate_}
+    return result
+
+
+def catboost_knobs(model: ModelConfig) -> tuple[int, Knobs]:
+    """CatBoost's curve for the training advice: its rounds and settings."""
+    settings = model.catboost
+    knobs = Knobs(
+        "model.catboost.learning_rate",
+        "model.catboost.early_stopping_rounds",
+        "round",
+        settings.learning_rate or 0.0,
+    )
+    return settings.early_stopping_rounds, knobs
+
+
+def _pool(table, layout: Layout):
+    spec = layout.outputs[0]
+    target = table.targets[spec.name].numpy()
+    weight = None  # model.class_weights, on the validation rows too (early stopping's loss)
+    if spec.class_weights is not None:
+        weight = np.asarray(spec.class_weights)[target.astype(np.int64)]
+    return catboost_pool(feature_matrix(table.inputs, layout), layout, target, weight)
+
+
+def _curves(results: dict) -> dict:
+    """CatBoost's losses per round as fitted_result reads LightGBM's: {"validation": {metric:
+    [loss per round]}, "train_rounds": {round: loss}} (the training loss at most CURVE_POINTS
+    times)."""
+    learn: list = next(iter(results.get("learn", {}).values()), [])
+    every = max(1, -(-len(learn) // CURVE_POINTS)) if learn else 1
+    return {
+        "validation": dict(results.get("validation", {})),
+        "train_rounds": {i + 1: float(v) for i, v in enumerate(learn) if (i + 1) % every == 0},
+    }
