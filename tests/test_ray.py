@@ -96,6 +96,19 @@ def test_every_processor_produces_the_same_cache(tmp_path, mixed_files, name):
     assert_same_caches(results)
 
 
+def preprocessed_by_every_processor(source, features, split: dict, tmp_path) -> dict:
+    """The cache entry pandas, Dask (small blocks), Modin and Arrow (3 partitions) build."""
+    engines = {
+        "pandas": make_processor("pandas"),
+        "dask": make_processor("dask", "processor.parallelism=3", "processor.blocksize=20KB"),
+        "modin": make_processor("modin", "processor.parallelism=3"),
+        "arrow": make_processor("arrow", "processor.parallelism=3"),
+    }
+    return {
+        k: preprocess(e, source, features, split, str(tmp_path / k)) for k, e in engines.items()
+    }
+
+
 def test_every_processor_splits_by_group_alike(tmp_path):
     """dataset.split.method=group on pandas, Dask, Modin and Arrow partitions: the same cache
     entry (the split hashes each group's value, not a partition's row numbers), and every
@@ -106,15 +119,7 @@ def test_every_processor_splits_by_group_alike(tmp_path):
     table.to_csv(tmp_path / "stores.csv", index=False)
     source = DataSource.from_config(DatasetConfig(path=str(tmp_path / "stores.csv")))
     features = FeatureSet([{"name": "x", "type": "number"}], [{"name": "y", "type": "number"}])
-    engines = {
-        "pandas": make_processor("pandas"),
-        "dask": make_processor("dask", "processor.parallelism=3", "processor.blocksize=20KB"),
-        "modin": make_processor("modin", "processor.parallelism=3"),
-        "arrow": make_processor("arrow", "processor.parallelism=3"),
-    }
-    results = {
-        k: preprocess(e, source, features, GROUP, str(tmp_path / k)) for k, e in engines.items()
-    }
+    results = preprocessed_by_every_processor(source, features, GROUP, tmp_path)
     assert_same_caches(results)
     placed = {}
     for split in ("train", "validation", "test"):
@@ -134,15 +139,7 @@ def test_every_processor_splits_by_time_alike(tmp_path):
     table.to_csv(tmp_path / "drifting.csv", index=False)
     source = DataSource.from_config(DatasetConfig(path=str(tmp_path / "drifting.csv")))
     features = FeatureSet([{"name": "x", "type": "number"}], [{"name": "y", "type": "number"}])
-    engines = {
-        "pandas": make_processor("pandas"),
-        "dask": make_processor("dask", "processor.parallelism=3", "processor.blocksize=20KB"),
-        "modin": make_processor("modin", "processor.parallelism=3"),
-        "arrow": make_processor("arrow", "processor.parallelism=3"),
-    }
-    results = {
-        k: preprocess(e, source, features, TIME, str(tmp_path / k)) for k, e in engines.items()
-    }
+    results = preprocessed_by_every_processor(source, features, TIME, tmp_path)
     assert_same_caches(results)
     when = days(table)
     rows = {
