@@ -274,9 +274,10 @@ def _category_embedding(size: int, dim: int) -> nn.Embedding:
     """A category's embedding, started as the reference implementation of Gorishniy et al.
     starts it: uniform in +-1/sqrt(dim), so a category starts with the norm of about one
     number input instead of sqrt(dim) of them (torch's N(0, 1)), and the category columns do
-    not drown the numbers at the MLP's input. Measured (docs/accuracy.md, "Category embeddings"): best
-    validation rank of five settings over the 9 suite tables that have categories; adult
-    +0.003 ROC AUC, within one SE of gradient boosting on the suite's 3 splits."""
+    not drown the numbers at the MLP's input. Measured (docs/accuracy.md, "Category
+    embeddings"): best validation rank of five settings over the 9 suite tables that have
+    categories; adult +0.003 ROC AUC, within one SE of gradient boosting on the suite's 3
+    splits."""
     # torch draws N(0, 1), then it is redrawn: the measured runs drew both, and so does this.
     embedding = nn.Embedding(size, dim)
     bound = dim**-0.5
