@@ -175,3 +175,48 @@ def _first(value: str) -> str:
 
     inner = re.sub(r"^(tag\([^,]*,\s*)?(choice|range|interval)\(", "", str(value).strip())
     return inner.split(",")[0].strip().rstrip(")")
+
+
+@pytest.mark.slow
+def test_submitit_local_runs_each_trial_as_a_job_sharing_the_cache(tmp_path):
+    """hydra/launcher=submitit_local: two trials, each a submitit job (a process of its own,
+    its CPUs from the trainer), each writing its metrics; one builds the cache entry, the
+    other reads it; the sweep report ranks both."""
+    result, sweep_dir = local_sweep(
+        tmp_path, "hydra/launcher=submitit_local", "model.family=network,gbm"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = pd.read_csv(sweep_dir / "sweep_report.csv")
+    assert len(report) == 2 and (report["status"] == "completed").all()
+    for trial in range(2):
+        assert json.loads((sweep_dir / str(trial) / "metrics.json").read_text())["test"]
+    # submitit's local executor names a job by its process id: two processes, two results.
+    jobs = [p for p in (sweep_dir / ".submitit").iterdir() if p.name.isdigit()]
+    assert len(jobs) == 2
+    assert len(list((sweep_dir / ".submitit").glob("*/*_result.pkl"))) == 2
+    logs = trial_logs(sweep_dir)
+    assert sum("cache miss" in log for log in logs) == 1
+    assert len(list((tmp_path / "cache").glob("*/meta.json"))) == 1
+
+
+def test_the_submitit_launchers_compose_with_their_keys():
+    """--cfg hydra shows the SLURM launcher's sbatch keys; a job's CPUs come from the trainer
+    where cpus_per_task is null."""
+    from runner.sweeps.launcher import trial_resources
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name="config",
+            overrides=[
+                "hydra/launcher=submitit_slurm",
+                "trainer.num_workers=4",
+                "trainer.use_gpu=true",
+            ],
+            return_hydra_config=True,
+        )
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SubmititSlurmTrialLauncher")
+    assert {"partition", "account", "timeout_min", "mem_gb", "setup"} <= set(launcher)
+    chosen = trial_resources(cfg, dict(launcher))
+    assert chosen["cpus_per_task"] >= 4 and chosen["gpus_per_node"] == 4
+    assert trial_resources(cfg, {**launcher, "cpus_per_task": 2, "gpus_per_node": 0}) == {}

@@ -5,12 +5,16 @@ hydra/launcher=ray   - trials as Ray tasks through hydra-ray-launcher. A trial's
                        most as many trials run at once as the cluster can place
                        (or sweep.max_concurrent), so trials never starve each other.
 hydra/launcher=local - Hydra's basic launcher, one trial after another.
+hydra/launcher=submitit_slurm, submitit_local - each trial a job through
+                       hydra-submitit-launcher (SLURM's sbatch, or submitit's local
+                       executor: a process per trial), its CPUs and GPUs from the trainer.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -202,3 +206,37 @@ class RayTrialLauncherBase(Launcher):
         cpus = ray.cluster_resources().get("CPU", 1.0)
         need = max(trial_cpus(c) for c in configs) if configs else 1.0
         return max(1, int(cpus // need)) if need > 0 else len(configs)
+
+
+class SubmititTrials:
+    """hydra-submitit-launcher's launch, with each job's CPUs and GPUs from the trainer where
+    the launcher's own keys leave them null, and the sweep report (mixed in before its
+    LocalLauncher or SlurmLauncher, whose `params` are the hydra.launcher keys)."""
+
+    params: dict
+    config: DictConfig
+    _EXECUTOR: str
+
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        self.params = {**self.params, **trial_resources(self.config, self.params)}
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        with tracked_sweep(self.config, sweep_dir, f"submitit {self._EXECUTOR} launcher"):
+            returns = super().launch(job_overrides, initial_job_idx)  # type: ignore[misc]
+            _report(self.config, returns, job_overrides, initial_job_idx, [None] * len(returns))
+        return returns
+
+
+def trial_resources(config: DictConfig, params: dict) -> dict:
+    """A job's cpus_per_task (its workers' CPUs, at least 1) and gpus_per_node (a GPU per
+    worker where trainer.use_gpu) where hydra.launcher leaves them null."""
+    from runner.config import TrainerConfig
+
+    trainer = cast(TrainerConfig, OmegaConf.to_object(config.trainer))
+    chosen: dict = {}
+    if params.get("cpus_per_task") is None:
+        chosen["cpus_per_task"] = max(1, math.ceil(trial_cpus(config)))
+    if params.get("gpus_per_node") is None and trainer.use_gpu:
+        chosen["gpus_per_node"] = int(trainer.num_workers or 1)
+    return chosen
