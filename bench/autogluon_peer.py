@@ -144,8 +144,12 @@ def run_autogluon(manifest: dict, time_limit: float, num_cpus: int, work: Path) 
     scratch = tempfile.mkdtemp(prefix=f"ag-{_stem(manifest['table'], manifest['seed'])}-", dir=work)
     path = os.path.join(scratch, "predictor")  # not there yet: AutoGluon warns on an existing one
     try:
-        predictor = TabularPredictor(
-            label=target, eval_metric=manifest["metric"], path=path, verbosity=1
+        predictor = TabularPredictor(  # the task told, as the runner's output type is: an
+            label=target,  # integer-valued number (flights' delays) is no class label
+            problem_type=manifest["task"],
+            eval_metric=manifest["metric"],
+            path=path,
+            verbosity=1,
         )
         fit_started = time.perf_counter()
         predictor.fit(train, presets="medium_quality", time_limit=time_limit, num_cpus=num_cpus)
