@@ -1,11 +1,12 @@
 """command=export: the model in its family's own format (the network as TorchScript, the trees
-as LightGBM's text model, an ensemble as its members, each in theirs, and their weights), or
-any of them as one ONNX graph (export.format=onnx, for runtimes without Python: onnxruntime,
-Java, C#, browsers). Each takes the encoded tensors (the groups of runner.model.layout: a float matrix of numbers and
-binaries, an integer matrix of category codes, a token matrix per text feature; the trees: the
-numbers then the category codes as one matrix) and returns logits per output (the trees: raw
-scores); export.json beside it says which column is which, and meta.json holds the encodings
-(vocabularies, statistics) that turn raw values into those tensors."""
+as LightGBM's or CatBoost's own model, an ensemble as its members, each in theirs, and their
+weights), or one as an ONNX graph (export.format=onnx, for runtimes without Python:
+onnxruntime, Java, C#, browsers). Each takes the encoded tensors (the groups of
+runner.model.layout: a float matrix of numbers and binaries, an integer matrix of category
+codes, a token matrix per text feature; the trees: the numbers then the category codes as one
+matrix) and returns logits per output (the trees: raw scores); export.json beside it says
+which column is which, and meta.json holds the encodings (vocabularies, statistics) that turn
+raw values into those tensors."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from runner.model.gbm import BOOSTER_FILE, TreeModel
 from runner.model.layout import CATEGORY, NUMERIC, Layout, text_key
 from runner.model.onnx_graph import OPSET, example_inputs
 from runner.model.registry import family
-from runner.model.tree_features import categorical_indices, feature_names
+from runner.model.tree_features import categorical_indices, feature_names, tree_columns
 
 ARTIFACT = "model.torchscript.pt"
 ONNX_ARTIFACT = "model.onnx"
@@ -75,14 +76,7 @@ def _write_members(_, model: EnsembleModel, layout: Layout, folder: Path) -> str
 def _write_lightgbm(_, model: TreeModel, layout: Layout, folder: Path) -> str:
     """The booster as LightGBM's text model, and its export.json."""
     model.booster.save_model(str(folder / BOOSTER_FILE))
-    described = {
-        "format": "lightgbm",
-        "features": feature_names(layout),
-        "columns": [*layout.numeric, *(name for name, *_ in layout.categories)],
-        "categorical": categorical_indices(layout),
-        "outputs": _outputs(layout),
-    }
-    (folder / "export.json").write_text(json.dumps(described, indent=2))
+    _describe_trees(folder, "lightgbm", layout, features=feature_names(layout))
     return BOOSTER_FILE
 
 
@@ -90,14 +84,21 @@ def _write_catboost(_, model: CatBoostModel, layout: Layout, folder: Path) -> st
     """The model in CatBoost's own format (its numeric columns, then its category codes as
     text, as catboost_pool gives them), and its export.json."""
     model.booster.save_model(str(folder / CATBOOST_FILE))
+    _describe_trees(folder, "catboost", layout)
+    return CATBOOST_FILE
+
+
+def _describe_trees(folder: Path, format_: str, layout: Layout, **named) -> None:
+    """A tree model's export.json: its feature matrix's columns, which are categorical, and
+    the outputs."""
     described = {
-        "format": "catboost",
-        "columns": [*layout.numeric, *(name for name, *_ in layout.categories)],
+        "format": format_,
+        **named,
+        "columns": tree_columns(layout),
         "categorical": categorical_indices(layout),
         "outputs": _outputs(layout),
     }
     (folder / "export.json").write_text(json.dumps(described, indent=2))
-    return CATBOOST_FILE
 
 
 def _write_torchscript(_, model, layout: Layout, folder: Path) -> str:

@@ -22,9 +22,16 @@ def feature_matrix(inputs: Mapping[str, torch.Tensor | np.ndarray], layout: Layo
     return np.hstack(parts) if parts else np.zeros((rows, 0), np.float32)
 
 
+def tree_columns(layout: Layout) -> list[str]:
+    """The feature matrix's columns by name: the numeric ones, then the categories."""
+    return [*layout.numeric, *(name for name, *_ in layout.categories)]
+
+
 def feature_names(layout: Layout) -> list[str]:
-    names = [*layout.numeric, *(name for name, *_ in layout.categories)]
-    return [f"f{i}_{''.join(c if c.isalnum() else '_' for c in n)}" for i, n in enumerate(names)]
+    return [
+        f"f{i}_{''.join(c if c.isalnum() else '_' for c in n)}"
+        for i, n in enumerate(tree_columns(layout))
+    ]
 
 
 def categorical_indices(layout: Layout) -> list[int]:
@@ -32,7 +39,8 @@ def categorical_indices(layout: Layout) -> list[int]:
 
 
 def tree_threads(num_threads: int | None) -> int:
-    """LightGBM's threads, training and predicting: model.gbm.num_threads, else torch's count,
+    """LightGBM's and CatBoost's threads, training and predicting: their num_threads setting,
+    else torch's count,
     the process's share of the node where Ray or the scoring pool set one (a trial's, a fold's
     or an actor's OMP_NUM_THREADS), every core otherwise. LightGBM's own default is every core,
     and OpenMP threads past a process's share spin against its neighbours'."""

@@ -58,14 +58,15 @@ def without_folds(split: dict) -> dict:
     return {key: value for key, value in split.items() if key not in ("folds", "fold")}
 
 
+# The dataset.split key that names the raw column each method reads (random reads none).
+SPLIT_COLUMN_KEYS = {"column": "column", "group": "group_column", "time": "time_column"}
+
+
 def split_column(split: dict) -> str | None:
     """The raw column the split reads: method=column's, method=group's group column or
     method=time's time column."""
-    return {
-        "column": split.get("column"),
-        "group": split.get("group_column"),
-        "time": split.get("time_column"),
-    }.get(split["method"])
+    key = SPLIT_COLUMN_KEYS.get(split["method"])
+    return split.get(key) if key else None
 
 
 def group_keys(values: pd.Series) -> np.ndarray:

@@ -84,7 +84,7 @@ def infer_source(
     are model.input_features, and no other column is one."""
     from runner.errors import UserError
     from runner.processing.sampling import read_sample
-    from runner.processing.split import assign_splits, split_column
+    from runner.processing.split import SPLIT_COLUMN_KEYS, assign_splits, split_column
 
     target = list(outputs or dataset.targets)
     if not target:
@@ -116,7 +116,8 @@ def infer_source(
         left_out.update(dict.fromkeys(others, "not in model.input_features"))
     column = split_column(split)
     if column is not None:
-        key, what = SPLIT_COLUMNS[split["method"]]
+        key = f"dataset.split.{SPLIT_COLUMN_KEYS[split['method']]}"
+        what = SPLIT_COLUMN_WORDS[split["method"]]
         if split["method"] != "time":  # a row's time may be an input; its split or group not
             left_out[column] = f"the {what} ({key})"
         if column not in sample.columns:
@@ -156,12 +157,8 @@ def infer_source(
     return TypeInference(decisions, target, len(sample), source.label, drawn.description, hints)
 
 
-# The key and the words for the column each split method reads.
-SPLIT_COLUMNS = {
-    "column": ("dataset.split.column", "split column"),
-    "group": ("dataset.split.group_column", "group column"),
-    "time": ("dataset.split.time_column", "time column"),
-}
+# What the log calls the column each split method reads.
+SPLIT_COLUMN_WORDS = {"column": "split column", "group": "group column", "time": "time column"}
 
 # A column named like these, whose values repeat, looks like the id of a group of rows:
 # patient_id, store id, customerId, CustomerID, store, Patients.

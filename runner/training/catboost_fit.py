@@ -9,15 +9,14 @@ import time
 import numpy as np
 
 from runner.config import ModelConfig
-from runner.errors import UserError
 from runner.model.catboost import CatBoostModel, catboost_pool
 from runner.model.layout import Layout
 from runner.model.tree_features import feature_matrix, tree_threads
 from runner.training.advice import Knobs
 from runner.training.fit_job import FitJob
-from runner.training.fitted import CURVE_POINTS, TRAIN_METRIC_ROWS, fitted_result, read_spread
+from runner.training.fitted import CURVE_POINTS, fitted_result
 from runner.training.job import TrainingResult
-from runner.training.tree_fit import check_tree_outputs, no_tree_inputs, tree_inputs
+from runner.training.tree_fit import check_tree_inputs, check_tree_outputs
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +31,7 @@ def fit_catboost(job: FitJob) -> TrainingResult:
     started = time.perf_counter()
     model, layout = job.model, job.layout
     check_tree_outputs(layout, model.family)
-    if not tree_inputs(layout):
-        raise UserError(
-            f"model.family=catboost has no input trees can split on: {no_tree_inputs(layout)}; "
-            "use model.family=network or ensemble"
-        )
+    check_tree_inputs(layout, model.family)
     train, validation = job.read("train"), job.read("validation")
     settings = model.catboost
     params = {
@@ -70,8 +65,8 @@ def fit_catboost(job: FitJob) -> TrainingResult:
         fit_seconds,
     )
     fitted = CatBoostModel(booster, layout, settings.num_threads)
-    spread = read_spread(job.splits, "train", layout, TRAIN_METRIC_ROWS)
-    result = fitted_result(fitted, layout, job.meta, spread, validation, evals, rounds)
+    # The training split is in memory already: fitted_result takes its metrics from a spread.
+    result = fitted_result(fitted, layout, job.meta, train, validation, evals, rounds)
     result.train_seconds = time.perf_counter() - started
     result.step_seconds = fit_seconds
     result.samples_seen = (layout.train_rows or len(train)) * rounds

@@ -47,11 +47,7 @@ def fit_gbm(job: FitJob) -> TrainingResult:
     where it has more than one and the training split has model.gbm.ray_from_rows rows, each
     worker reading its own rows through the job's loader (the network's shards)."""
     model, layout = job.model, job.layout
-    if not tree_inputs(layout):
-        raise UserError(
-            f"model.family=gbm has no input trees can split on: {no_tree_inputs(layout)}; "
-            "use model.family=network or ensemble"
-        )
+    check_tree_inputs(layout, model.family)
     workers = tree_workers(job.trainer, job.backend, model, layout)
     return fit_trees(job.splits, job.meta, model, job.trainer.settings, workers, loader=job.loader)
 
@@ -109,6 +105,14 @@ def tree_workers(trainer, backend, model: ModelConfig, layout: Layout) -> tuple[
         )
         return 1, {}
     return trainer.world_size(backend), trainer.resources
+
+
+def check_tree_inputs(layout: Layout, family: str) -> None:
+    if not tree_inputs(layout):
+        raise UserError(
+            f"model.family={family} has no input trees can split on: {no_tree_inputs(layout)}; "
+            "use model.family=network or ensemble"
+        )
 
 
 def check_tree_outputs(layout: Layout, family: str) -> None:
