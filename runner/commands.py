@@ -22,6 +22,7 @@ from runner.backends.horovod import launched_rank
 from runner.command_table import commands_where
 from runner.errors import UserError
 from runner.reports.figures import FigureQueue
+from runner.training import time_limit
 
 if TYPE_CHECKING:  # imported where used: a tracker's background process starts before torch loads
     from runner.assembly import Plan, Run
@@ -42,12 +43,14 @@ def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
     from runner.config import check_config
     from runner.fast_start import tricks_off
 
+    started = time.time()
     tricks_off()  # a misspelt RUNNER_TRICKS_OFF fails here, before anything starts
     settings = check_config(cfg)
     if settings.k_fold:
         from runner.folds import cross_validate
 
         return cross_validate(cfg, settings, Path(run_dir), run_command)
+    time_limit.begin(settings.time_limit, started)
     # A trainer that will need Ray has it start now, in a thread (runner/backends/early.py).
     early = start_ray_early(cfg, settings)
     try:
@@ -228,18 +231,15 @@ def _train(run: Run, pre: Preprocessed, figures, trackers):
     layout = Layout.from_meta(pre.meta, run.settings.model)
     model = _resolved_model(run, layout)
 
-    def make_job(world_size: int) -> TrainingJob:
-        job = TrainingJob.create(
-            pre.entry,
-            pre.meta,
-            model,
-            run.trainer.settings,
-            run.loader,
-            str(run.run_dir),
-            world_size,
-        )
-        job.epoch_logs = trackers.epochs()
-        return job
+    def train_network(splits, meta: dict, settings: ModelConfig, run_dir: str):
+        def make_job(world_size: int) -> TrainingJob:
+            job = TrainingJob.create(
+                splits, meta, settings, run.trainer.settings, run.loader, run_dir, world_size
+            )
+            job.epoch_logs = trackers.epochs()
+            return job
+
+        return run.trainer.fit(make_job, run.backend)
 
     fit = FitJob(
         model,
@@ -248,7 +248,8 @@ def _train(run: Run, pre: Preprocessed, figures, trackers):
         run.trainer,
         run.backend,
         run.loader,
-        fit_network=lambda: run.trainer.fit(make_job, run.backend),
+        train_network=train_network,
+        run_dir=str(run.run_dir),
     )
     result = fit_family(fit)
     if not run.backend.is_main:
@@ -279,6 +280,8 @@ def _decided(result, pre: Preprocessed, model: ModelConfig, layout: Layout):
     from runner.training.fitted import model_logits, read_split
 
     scored: dict = {}
+    if result.validation_scores is not None:
+        scored["logits"], scored["targets"] = result.validation_scores
 
     def validation() -> tuple[dict, dict]:
         if not scored:
@@ -664,6 +667,7 @@ def _importance(run: Run, figures, predictor, split) -> dict | None:
         settings.importance_rows,
         settings.importance_repeats,
         run.settings.seed,
+        None if (left := time_limit.command_left()) is None else 0.8 * left,
     )
     log.info(
         "permutation importance: %d inputs on %d test rows in %.1fs",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from pathlib import Path
 
 from omegaconf import DictConfig, open_dict
@@ -34,6 +35,7 @@ def cross_validate(cfg: DictConfig, settings, run_dir: Path, run_command) -> dic
     from runner.backends.ray import RayBackend
 
     folds = settings.k_fold
+    ends = None if settings.time_limit is None else time.time() + settings.time_limit
     runs = []
     for fold in range(folds):
         fold_cfg = cfg.copy()
@@ -45,11 +47,12 @@ def cross_validate(cfg: DictConfig, settings, run_dir: Path, run_command) -> dic
     backend = decide_backend(cfg, settings)
     if isinstance(backend, RayBackend):
         with backend:
-            fold_metrics = _side_by_side(backend, runs, settings.trainer, run_command)
+            fold_metrics = _side_by_side(backend, runs, settings.trainer, run_command, ends)
     else:
         fold_metrics = []
         for fold, (fold_cfg, fold_dir) in enumerate(runs):
             log.info("k_fold: fold %d of %d", fold + 1, folds)
+            _share_time(fold_cfg, ends, folds - fold)
             fold_metrics.append(run_command(fold_cfg, fold_dir))
     fold_dirs = [str(fold_dir) for _, fold_dir in runs]
     summary = {split: summarize([m.get(split, {}) for m in fold_metrics]) for split in SPLITS}
@@ -72,9 +75,16 @@ def cross_validate(cfg: DictConfig, settings, run_dir: Path, run_command) -> dic
     return means
 
 
-def _side_by_side(backend, runs: list, trainer, run_command) -> list[dict]:
+def _share_time(fold_cfg: DictConfig, ends: float | None, rounds: int) -> None:
+    """time_limit=: a fold's share of what is left, with `rounds` of folds still to run."""
+    if ends is not None:
+        with open_dict(fold_cfg):
+            fold_cfg.time_limit = max(1.0, (ends - time.time()) / rounds)
+
+
+def _side_by_side(backend, runs: list, trainer, run_command, ends=None) -> list[dict]:
     """The folds as Ray tasks on the backend's cluster, at most as many at once as it holds
-    their workers; their metrics in fold order."""
+    their workers; their metrics in fold order. `ends`: when time_limit runs out."""
     ray = backend.runtime.start()
     workers = trainer.num_workers or 1
     bundle = {k: float(v) for k, v in trainer.resources_per_worker.items()} or {"CPU": 1.0}
@@ -98,6 +108,7 @@ def _side_by_side(backend, runs: list, trainer, run_command) -> list[dict]:
     while pending or running:
         while pending and len(running) < at_once:
             fold, (fold_cfg, fold_dir) = pending.pop(0)
+            _share_time(fold_cfg, ends, -(-(len(pending) + 1) // at_once))
             running[task.remote(run_command, fold_cfg, str(fold_dir))] = fold
         ready, _ = ray.wait(list(running), num_returns=1)
         for ref in ready:

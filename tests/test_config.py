@@ -8,7 +8,7 @@ from hydra.utils import instantiate
 from runner.config import check_config
 from runner.errors import UserError
 
-GROUPS = ["backend", "processor", "trainer", "loader", "dataset", "model"]
+GROUPS = ["backend", "processor", "trainer", "loader", "dataset", "model", "preset"]
 INSTANTIATED = {"backend", "processor", "trainer", "loader"}
 
 
@@ -22,6 +22,9 @@ def test_every_option_composes_and_instantiates(group, option):
     if group == "dataset" and option == "file":
         overrides.append("dataset.path=some.csv")
     cfg = compose_config(overrides)
+    if group == "preset":  # a preset sets keys across the config (@package _global_)
+        assert cfg.model.family == {"best": "bagged", "fast": "gbm", "default": "auto"}[option]
+        return
     assert cfg[group] is not None
     if group in INSTANTIATED:
         obj = instantiate(cfg[group], _convert_="all")
@@ -156,6 +159,15 @@ def test_unknown_keys_are_errors_naming_the_closest(override, message):
             "model.combiner=transformer model.number_encoder=piecewise",
             "model.number_encoder=piecewise feeds the concat or residual combiner",
         ),
+        ("time_limit=0", "time_limit=0.0 is out of range: it must be seconds above 0"),
+        ("time_limit=60 command=predict", "time_limit=60 bounds command=experiment or train"),
+        (
+            "preset=best dataset.split.method=group dataset.split.group_column=g",
+            "model.family=bagged \\(preset=best\\) cuts its folds by row",
+        ),
+        ("model.bagging.folds=1", "model.bagging.folds=1 is out of range: it must be in 2..20"),
+        ("model.bagging.members=[xgboost]", "model.bagging.members has 'xgboost'"),
+        ("model.bagging.members=[]", "model.bagging.members is empty"),
     ],
 )
 def test_values_out_of_range_are_errors_naming_the_key(override, message):

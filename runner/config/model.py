@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.config.bagging import BaggingConfig
 from runner.config.catboost import CatBoostConfig
 from runner.config.checks import _one_of, _require
 from runner.config.dataset import FeatureConfig
@@ -36,7 +37,7 @@ def _family_module(name: str) -> bool:
 ENSEMBLE_AUTO = 4
 
 
-MODEL_FAMILIES = ("network", "gbm", "ensemble", "catboost")
+MODEL_FAMILIES = ("network", "gbm", "ensemble", "catboost", "bagged")
 
 
 CLASS_WEIGHTS = ("none", "balanced", "auto")  # or {label: weight}
@@ -61,11 +62,13 @@ class ModelConfig:
     output_features: list[FeatureConfig] | None = None
     # network (the neural network below) | gbm (gradient-boosted trees: model.gbm) |
     # ensemble (both on the same splits, weighted on the validation split) | catboost
-    # (CatBoost's trees: model.catboost) | auto (the ensemble where trees fit the output, at
-    # every size, else the network: pick_family)
+    # (CatBoost's trees: model.catboost) | bagged (a portfolio of those, each over k folds,
+    # weighted out of fold: model.bagging; preset=best) | auto (the ensemble where trees fit
+    # the output, at every size, else the network: pick_family)
     family: str = "auto"
     gbm: GBMConfig = field(default_factory=GBMConfig)
     catboost: CatBoostConfig = field(default_factory=CatBoostConfig)
+    bagging: BaggingConfig = field(default_factory=BaggingConfig)
     combiner: str = "concat"  # concat (MLP) | residual (residual MLP) | transformer
     hidden_size: int = 256  # picked by the defaults sweep (docs/accuracy.md)
     num_layers: int = 2

@@ -33,6 +33,10 @@ class RunConfig:
     # k_fold=N (command=experiment): N runs, each validating on another Nth of the training
     # and validation rows (the test split held out), and the metrics' mean and standard error.
     k_fold: int | None = None
+    # Seconds the command may take from its start (command=experiment or train; with k_fold,
+    # all its folds): fitting stops in time for the rest to end within it
+    # (runner/training/time_limit.py). null: no limit.
+    time_limit: float | None = None
     seed: int = 42
     # Where processed splits live, keyed by a checksum of data + preprocessing config.
     cache_dir: str = "${oc.env:TABULAR_RUNNER_CACHE,'~/.cache/tabular-runner'}"
@@ -55,6 +59,20 @@ class RunConfig:
 
     def __post_init__(self):
         _one_of(self.command, tuple(COMMANDS), "command")
+        if self.time_limit is not None:
+            _require(self.time_limit > 0, "time_limit", "seconds above 0, or null", self.time_limit)
+            if self.command not in ("experiment", "train"):
+                raise UserError(
+                    f"time_limit={self.time_limit:g} bounds command=experiment or train, not "
+                    f"command={self.command}; drop time_limit"
+                )
+        method = self.dataset.split.method
+        if self.model.family == "bagged" and method in ("group", "time"):
+            raise UserError(
+                f"model.family=bagged (preset=best) cuts its folds by row, which would mix "
+                f"dataset.split.method={method}'s {method}s across them; use preset=default "
+                "or dataset.split.method=random"
+            )
         if self.k_fold is not None:
             _require(self.k_fold >= 2, "k_fold", "at least 2", self.k_fold)
             if self.command != "experiment":

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from runner.errors import UserError
 from runner.model.layout import Layout, OutputSpec
 
 WEIGHTS_FILE = "ensemble.json"
@@ -48,10 +49,19 @@ def select_weights(
 
 
 class EnsembleModel:
-    """Members behind the ScoringModel seam, combined with fixed weights."""
+    """Members behind the ScoringModel seam, combined with fixed weights. `families`: each
+    member's family by its name where the name is not the family's (a bagged portfolio's
+    fold models: gbm-1, gbm-2, ...)."""
 
-    def __init__(self, members: dict, weights: dict[str, float], layout: Layout):
+    def __init__(
+        self,
+        members: dict,
+        weights: dict[str, float],
+        layout: Layout,
+        families: dict[str, str] | None = None,
+    ):
         self.members, self.weights, self.layout = members, weights, layout
+        self.families = {name: (families or {}).get(name, name) for name in members}
 
     @property
     def training(self) -> bool:
@@ -108,23 +118,43 @@ class EnsembleFamily:
         """One graph: the members' graphs and their weighted average."""
         from runner.model.onnx_graph import ensemble_graph  # onnx: export only
 
-        members = {
-            name: self.family(name).onnx_graph(member, layout)
-            for name, member in model.members.items()
-            if model.weights[name] > 0
-        }
+        members = {}
+        for name, member in model.members.items():
+            if model.weights[name] <= 0:
+                continue
+            member_family = self.family(model.families[name])
+            if not hasattr(member_family, "onnx_graph"):
+                raise UserError(
+                    f"export.format=onnx: the member {name} ({member_family.name}) has no ONNX "
+                    "export; use export.format=members (each member in its own format)"
+                )
+            members[name] = member_family.onnx_graph(member, layout)
         return ensemble_graph(members, model.weights, layout)
 
     def save(self, model, directory: Path) -> None:
         for name, member in model.members.items():
             (directory / MEMBERS_DIR / name).mkdir(parents=True)
-            self.family(name).save(member, directory / MEMBERS_DIR / name)
-        (directory / WEIGHTS_FILE).write_text(json.dumps({"weights": model.weights}, indent=2))
+            self.family(model.families[name]).save(member, directory / MEMBERS_DIR / name)
+        saved = {"weights": model.weights, "families": model.families}
+        (directory / WEIGHTS_FILE).write_text(json.dumps(saved, indent=2))
 
     def load(self, directory: Path, layout: Layout, settings) -> EnsembleModel:
-        weights = json.loads((directory / WEIGHTS_FILE).read_text())["weights"]
+        saved = json.loads((directory / WEIGHTS_FILE).read_text())
+        weights, families = saved["weights"], saved.get("families", {})
         members = {
-            name: self.family(name).load(directory / MEMBERS_DIR / name, layout, settings)
+            name: self.family(families.get(name, name)).load(
+                directory / MEMBERS_DIR / name, layout, settings
+            )
             for name in weights
         }
-        return EnsembleModel(members, weights, layout)
+        return EnsembleModel(members, weights, layout, families)
+
+
+class BaggedFamily(EnsembleFamily):
+    """model.family=bagged: a portfolio of families, each trained on k folds
+    (runner/training/bagged_fit.py), saved as an ensemble of its fold models, each weighted
+    by its family's ensemble weight over k (averaging the folds, then the families, is one
+    weighted average)."""
+
+    name = "bagged"
+    packages: tuple[str, ...] = ("lightgbm", "catboost")

@@ -67,9 +67,10 @@ def _write_members(_, model: EnsembleModel, layout: Layout, folder: Path) -> str
     """Each member in its family's own format, in a folder of its name, and the weights."""
     for name, member in model.members.items():
         (folder / name).mkdir()
-        member_family = family(name)
+        member_family = family(model.families[name])
         WRITERS[member_family.export_formats[0]](member_family, member, layout, folder / name)
-    (folder / "ensemble.json").write_text(json.dumps({"weights": model.weights}, indent=2))
+    saved = {"weights": model.weights, "families": model.families}
+    (folder / "ensemble.json").write_text(json.dumps(saved, indent=2))
     return "ensemble.json"
 
 

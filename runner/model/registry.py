@@ -8,7 +8,7 @@ import importlib
 from runner.errors import UserError
 from runner.model.base import Family
 from runner.model.catboost import CatBoostFamily
-from runner.model.ensemble import EnsembleFamily
+from runner.model.ensemble import BaggedFamily, EnsembleFamily
 from runner.model.gbm import GBMFamily
 from runner.model.network import NetworkFamily
 from runner.overrides import closest_choice
@@ -45,6 +45,13 @@ def _module_family(name: str) -> Family:
 
 
 FAMILIES: dict[str, Family] = {
-    f.name: f for f in (NetworkFamily(), GBMFamily(), EnsembleFamily(family), CatBoostFamily())
+    f.name: f
+    for f in (
+        NetworkFamily(),
+        GBMFamily(),
+        EnsembleFamily(family),
+        CatBoostFamily(),
+        BaggedFamily(family),
+    )
 }
 BUILT_IN = tuple(FAMILIES)

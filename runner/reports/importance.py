@@ -9,6 +9,8 @@ spend more on its start than on the scoring (predict.pool_min_rows is 1,000,000)
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pyarrow as pa
 
@@ -17,13 +19,24 @@ from runner.model.layout import feature_columns
 from runner.reports.evaluation import pyplot, save_figure
 from runner.scoring.metrics import higher_is_better
 
+# The fewest rows importance samples to fit within time_limit.
+LEAST_ROWS = 500
+
 
 def permutation_importance(
-    predictor, table: pa.Table, rows: int = 10000, repeats: int = 3, seed: int = 0
+    predictor,
+    table: pa.Table,
+    rows: int = 10000,
+    repeats: int = 3,
+    seed: int = 0,
+    seconds: float | None = None,
 ) -> dict:
+    """`seconds`: what time_limit leaves for it; where the first scoring says the rows would
+    take longer, fewer rows (at least LEAST_ROWS) are sampled."""
     rng = np.random.default_rng(seed)
+    sampled = table
     if table.num_rows > rows:
-        table = table.take(np.sort(rng.choice(table.num_rows, rows, replace=False)))
+        sampled = table.take(np.sort(rng.choice(table.num_rows, rows, replace=False)))
     spec = predictor.layout.outputs[0]
     metric = f"{spec.name}/{spec.head.metrics[0]}"
     sign = 1.0 if higher_is_better(metric) else -1.0
@@ -34,9 +47,17 @@ def permutation_importance(
         return float(predictor.metrics(scored)[metric])
 
     features = {}
+    names = feature_columns(sampled.column_names, predictor.input_names)
     with against_reference(predictor.saved.model):
-        base = score(table)
-        for name, columns in feature_columns(table.column_names, predictor.input_names).items():
+        started = time.perf_counter()
+        base = score(sampled)
+        needed = (time.perf_counter() - started) * len(names) * repeats
+        if seconds is not None and needed > seconds and sampled.num_rows > LEAST_ROWS:
+            fewer = max(LEAST_ROWS, int(sampled.num_rows * max(seconds, 0.0) / needed))
+            sampled = table.take(np.sort(rng.choice(table.num_rows, fewer, replace=False)))
+            base = score(sampled)
+        table = sampled
+        for name, columns in names.items():
             drops = []
             for _ in range(repeats):
                 order = rng.permutation(table.num_rows)

@@ -200,7 +200,7 @@ def _ensemble(model: EnsembleModel, inputs, layout, spec: OutputSpec, owners, st
         weight = model.weights[name]
         if weight <= 0:
             continue
-        explain = EXPLAINERS[explain_method(name)]
+        explain = EXPLAINERS[explain_method(model.families[name])]
         found = explain(member, inputs, layout, spec, owners, steps, chosen)
         value = spec.head.to_space(found.logits)[rows, chosen]
         value_base = spec.head.to_space(found.base_logits)[rows, chosen]

@@ -12,6 +12,7 @@ from runner.config import ModelConfig
 from runner.model.catboost import CatBoostModel, catboost_pool
 from runner.model.layout import Layout
 from runner.model.tree_features import feature_matrix, tree_threads
+from runner.training import time_limit
 from runner.training.advice import Knobs
 from runner.training.fit_job import FitJob
 from runner.training.fitted import CURVE_POINTS, fitted_result
@@ -51,6 +52,8 @@ def fit_catboost(job: FitJob) -> TrainingResult:
         _pool(train, layout),
         eval_set=_pool(validation, layout) if len(validation) else None,
         early_stopping_rounds=settings.early_stopping_rounds or None,
+        # time_limit=: the best round so far at the limit
+        callbacks=[time_limit.CatBoostDeadline(at)] if (at := time_limit.deadline()) else None,
     )
     fit_seconds = time.perf_counter() - fitting
     evals = _curves(booster.get_evals_result())

@@ -22,13 +22,19 @@ class FitJob:
     trainer: Any  # the Trainer (settings, distributed, world_size(backend), resources)
     backend: Any  # the Backend (offers_ray, is_main)
     loader: Any  # the Loader: a worker's own rows (shards, open, table)
-    # The trainer running the network's one loop (the network family's fit; the ensemble's
-    # network); None under horovodrun's ranks other than 0.
-    fit_network: Callable[[], TrainingResult | None]
+    # The trainer running the network's one loop on (splits, meta, model, run dir): the
+    # network family's fit, the ensemble's network, a bagged portfolio's folds. It returns
+    # None under horovodrun's ranks other than 0.
+    train_network: Callable[[Location, dict, ModelConfig, str], TrainingResult | None]
+    run_dir: str  # the network's checkpoints go below it
 
     @property
     def layout(self) -> Layout:
         return Layout.from_meta(self.meta, self.model)
+
+    def fit_network(self) -> TrainingResult | None:
+        """The network on this job's splits."""
+        return self.train_network(self.splits, self.meta, self.model, self.run_dir)
 
     def read(self, split: str) -> TensorTable:
         """A split's rows whole, as the batch's input groups."""

@@ -5,7 +5,8 @@ network: the one training loop, run by the trainer (local, Horovod, DDP) on the 
 gbm: LightGBM (runner/training/tree_fit.py), here or data-parallel on Ray Train.
 ensemble: both on the same splits, then greedy ensemble weights on the validation split
 (runner/training/ensemble_fit.py).
-catboost: CatBoost (runner/training/catboost_fit.py), here. Every family returns a TrainingResult whose model is a
+catboost: CatBoost (runner/training/catboost_fit.py), here.
+bagged: a portfolio of those over k folds, weighted out of fold (runner/training/bagged_fit.py). Every family returns a TrainingResult whose model is a
 ScoringModel; the train and validation metrics of a tree or an ensemble come from the one
 scoring path (runner/training/fitted.py), as a network's validation metrics do.
 """
@@ -17,11 +18,12 @@ from dataclasses import dataclass
 
 from runner.config import ModelConfig
 from runner.model.catboost import CatBoostFamily
-from runner.model.ensemble import EnsembleFamily
+from runner.model.ensemble import BaggedFamily, EnsembleFamily
 from runner.model.gbm import GBMFamily
 from runner.model.network import NetworkFamily
 from runner.model.registry import family
 from runner.training.advice import Knobs
+from runner.training.bagged_fit import fit_bagged
 from runner.training.catboost_fit import catboost_knobs, fit_catboost
 from runner.training.ensemble_fit import fit_ensemble
 from runner.training.fit_job import FitJob
@@ -37,15 +39,12 @@ class Fit:
     knobs: Callable[[ModelConfig], tuple[int, Knobs]] | None = None
 
 
-def _fit_network(job: FitJob) -> TrainingResult | None:
-    return job.fit_network()
-
-
 FITS: dict[str, Fit] = {
-    NetworkFamily.name: Fit(_fit_network),
+    NetworkFamily.name: Fit(FitJob.fit_network),
     GBMFamily.name: Fit(fit_gbm, tree_knobs),
     EnsembleFamily.name: Fit(fit_ensemble),
     CatBoostFamily.name: Fit(fit_catboost, catboost_knobs),
+    BaggedFamily.name: Fit(fit_bagged),
 }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from runner.config import ModelConfig, TrainerConfig
 from runner.loading.base import Loader
 from runner.storage import Location
+from runner.training import time_limit
 
 
 @dataclass
@@ -28,6 +29,7 @@ class TrainingJob:
     resume_if_present: bool = False  # a retried attempt continues from this run's checkpoint
     epoch_reporter: Any = None  # rank 0 of remote workers reports epochs through it (sweeps)
     epoch_logs: list = field(default_factory=list)  # the trackers' EpochLogs, rank 0 logs into
+    deadline: float | None = None  # time_limit=: no epoch starts after it (time.time())
 
     @classmethod
     def create(
@@ -51,6 +53,7 @@ class TrainingJob:
             loader.shards(splits.join("train"), world_size, equal=True),
             loader.shards(splits.join("validation"), world_size, equal=False),
             splits,
+            deadline=time_limit.deadline(),
         )
 
 
@@ -62,6 +65,7 @@ class TrainingResult:
     monitor: str = "loss"
     stopped_early: bool = False
     stopped_by_scheduler: bool = False  # a sweep's scheduler (ASHA) ended it
+    stopped_at_time_limit: bool = False  # time_limit= ended it (runner/training/time_limit.py)
     resumed_at_epoch: int | None = None
     train_seconds: float = 0.0  # the epoch loop, validation and checkpoints included
     step_seconds: float = 0.0  # training steps alone (what a bare loop would spend)
@@ -71,4 +75,8 @@ class TrainingResult:
     # The mean/majority baseline's metrics on the validation split (constant predictions).
     validation_baseline: dict = field(default_factory=dict)
     model: Any = None  # any family's ScoringModel (a network: best weights, unwrapped)
+    # (logits, targets) by output of the rows its validation metrics come from, where these
+    # are not the validation split's (a bagged portfolio's out-of-fold rows): what the
+    # decision threshold is picked on.
+    validation_scores: tuple[dict, dict] | None = None
     family: dict = field(default_factory=dict)  # what the family reports (ensemble weights)

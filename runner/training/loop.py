@@ -195,7 +195,12 @@ class _Epochs:
         monitor_split = "validation" if self.has_validation else "train"
         seed = settings.seed
         for epoch in range(self.epoch, epochs):
-            if self.monitor.should_stop or self.result.stopped_by_scheduler:
+            result = self.result
+            if (
+                self.monitor.should_stop
+                or result.stopped_by_scheduler
+                or result.stopped_at_time_limit
+            ):
                 break
             offered = thread_share.take()  # cores an ensemble's finished trees gave back
             if offered and offered != torch.get_num_threads():
@@ -288,6 +293,13 @@ class _Epochs:
             if not self._scheduler_says_go_on(record, epoch + 1 == epochs):
                 log.info("epoch %d/%d: the sweep's scheduler stopped this trial", epoch + 1, epochs)
                 self.result.stopped_by_scheduler = True
+            if epoch + 1 < epochs and self._past_deadline():
+                log.info(
+                    "epoch %d/%d: time_limit reached; the best epoch so far is kept",
+                    epoch + 1,
+                    epochs,
+                )
+                self.result.stopped_at_time_limit = True
             if self.commit is not None:
                 self.commit()
 
@@ -300,6 +312,17 @@ class _Epochs:
         if forward is not None and strategy.world_size > 1:
             go_on = bool(strategy.gather({"go_on": np.array([go_on])})["go_on"].all())
         return go_on
+
+    def _past_deadline(self) -> bool:
+        """The job's time_limit deadline has passed, as rank 0's clock says: every rank learns
+        the same answer."""
+        deadline, strategy = self.job.deadline, self.strategy
+        if deadline is None:
+            return False
+        past = time.time() >= deadline if strategy.is_main else False
+        if strategy.world_size > 1:
+            past = bool(strategy.gather({"past": np.array([past])})["past"].any())
+        return past
 
     def _predicting_weights(self) -> dict:
         """The weights validation scored: the average's when weights are averaged."""

@@ -27,6 +27,7 @@ from runner.model.tree_features import (
 )
 from runner.scoring.decoding import Decoders, compute_metrics
 from runner.storage import Location
+from runner.training import time_limit
 from runner.training.advice import Knobs
 from runner.training.fit_job import FitJob
 from runner.training.fitted import (
@@ -244,6 +245,9 @@ def _boost(splits, meta, model, trainer, network=None, tables=None, threads=None
     callbacks: list = [lgb.record_evaluation(evals), curve]
     if stop is not None:
         callbacks.append(StopWhenSet(stop))
+    deadline = time_limit.deadline()
+    if deadline is not None:  # time_limit=: the best round so far at the limit
+        callbacks.append(time_limit.LightGBMDeadline(deadline, evals))
     valid_sets: list = []
     valid_names: list[str] = []
     if len(validation):

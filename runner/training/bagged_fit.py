@@ -1,0 +1,282 @@
+"""model.family=bagged (preset=best): a portfolio of families (model.bagging.members: LightGBM,
+CatBoost, the network), each trained on k folds of the training and validation rows and
+early-stopped on the fold it leaves out. Every row thus has an out-of-fold prediction from
+each family; the families are weighted on those by greedy ensemble selection (Caruana, as the
+ensemble family does on its validation split), and the model averages each family's fold
+models, then the families by weight: one EnsembleModel of the fold models
+(runner.model.ensemble BaggedFamily). The test split is scored only once it is saved.
+
+The folds are cache entries of their own beside the run's (`bagging/k<k>-s<seed>/fold-<i>`:
+its train and validation parquet), cut by a hash of each row's id, so every family, the network's
+loaders included, fits a fold as it fits a run; they are derived from the entry's rows alone,
+so a later run reuses them.
+
+time_limit=: the members train cheapest first, each given an even share of the time left and
+each fold its share of that: boosting and epochs stop at a fold's deadline. A member whose first
+fold overran its slot by more than OVERRUN (a network whose one epoch is longer than the slot)
+is left out, as is one that starts with no time left; metrics.json's training.bagging says
+which, and why."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from runner.config import ModelConfig
+from runner.errors import UserError
+from runner.loading.tensors import TensorTable
+from runner.model.ensemble import EnsembleModel, select_weights
+from runner.model.layout import Layout
+from runner.processing.columns import ROW_ID
+from runner.processing.row_hash import uniform_from_ids
+from runner.scoring.decoding import Decoders, compute_metrics, constant_logits
+from runner.storage import Location
+from runner.training import time_limit
+from runner.training.catboost_fit import fit_catboost
+from runner.training.fit_job import FitJob
+from runner.training.fitted import model_logits, read_split
+from runner.training.job import TrainingResult
+from runner.training.tree_fit import fit_gbm, tree_inputs
+
+log = logging.getLogger(__name__)
+
+TREES = ("gbm", "catboost")
+
+
+# How each member fits (runner.training.fitting's FITS, which lists this family too).
+MEMBER_FITS = {"gbm": fit_gbm, "catboost": fit_catboost, "network": FitJob.fit_network}
+# A member whose first fold took more than this many times its slot is left out.
+OVERRUN = 2.0
+DONE_FILE = "_complete"  # written last: a fold's entry is whole
+
+
+def fit_bagged(job: FitJob) -> TrainingResult:
+    """The portfolio's TrainingResult: its validation metrics are the out-of-fold ones, over
+    every training and validation row."""
+    started = time.perf_counter()
+    model, layout, settings = job.model, job.layout, job.model.bagging
+    if getattr(job.backend, "launched_ranks", False):
+        raise UserError(
+            "model.family=bagged trains its folds one after another from one process; "
+            "use backend=local or backend=ray, not horovodrun's ranks"
+        )
+    members, skipped = _members(model, layout)
+    folds = _fold_entries(job, settings.folds, settings.seed)
+    targets = {k: v.numpy() for k, v in folds.pool_targets.items()}
+    decoders = Decoders(job.meta)
+    oof: dict[str, dict[str, np.ndarray]] = {}
+    fold_models: dict[str, list] = {}
+    report: dict[str, dict] = {}
+    for position, member in enumerate(members):
+        left = time_limit.left()
+        if left is not None and left < 1.0:
+            skipped[member] = "no time left within time_limit"
+            continue
+        share = None if left is None else left / (len(members) - position)
+        fitted = _fit_member(job, member, folds, share)
+        if fitted is None:
+            skipped[member] = (
+                f"its first fold overran its share of time_limit ({share:.1f} s for "
+                f"{settings.folds} folds) more than {OVERRUN:g}x"
+            )
+            continue
+        fold_models[member], oof[member], report[member] = fitted
+        report[member]["out_of_fold"] = compute_metrics(layout, decoders, oof[member], targets)
+    for member, why in skipped.items():
+        log.info("bagged: %s left out: %s", member, why)
+    if not oof:
+        raise UserError(
+            f"model.family=bagged fitted no member within time_limit={time_limit.deadline()}: "
+            "raise time_limit or use preset=fast"
+        )
+    weights = _weights(layout, oof, targets)
+    combined = _combined(layout, oof, weights)
+    metrics = compute_metrics(layout, decoders, combined, targets)
+    for member, weight in weights.items():
+        report[member]["weight"] = weight
+    _log_weights(layout, weights, report, metrics, settings.folds)
+    ensemble = EnsembleModel(
+        {f"{m}-{i + 1}": fold for m in fold_models for i, fold in enumerate(fold_models[m])},
+        {
+            f"{m}-{i + 1}": weights[m] / settings.folds
+            for m in fold_models
+            for i in range(settings.folds)
+        },
+        layout,
+        {f"{m}-{i + 1}": m for m in fold_models for i in range(settings.folds)},
+    )
+    baseline = compute_metrics(
+        layout, decoders, constant_logits(layout, decoders, len(folds.parts)), targets
+    )
+    return TrainingResult(
+        history=[{"epoch": 1, "train": {}, "validation": metrics}],
+        best_epoch=1,
+        best_value=metrics.get("loss", float("nan")),
+        validation_baseline=baseline,
+        model=ensemble,
+        train_seconds=time.perf_counter() - started,
+        validation_scores=(combined, targets),
+        family={
+            "ensemble_weights": weights,
+            "bagging": {
+                "folds": settings.folds,
+                "out_of_fold_rows": len(folds.parts),
+                "members": report,
+                "skipped": skipped,
+            },
+        },
+    )
+
+
+def _members(model: ModelConfig, layout: Layout) -> tuple[list[str], dict[str, str]]:
+    """The members that fit this table, in model.bagging.members' order, and why any other
+    is left out."""
+    members, skipped = [], {}
+    for name in model.bagging.members:
+        if name in TREES and not model.trees_fit(model.output_features or []):
+            skipped[name] = "trees predict one binary, category or number output"
+        elif name in TREES and not tree_inputs(layout):
+            skipped[name] = "no input trees can split on"
+        else:
+            members.append(name)
+    return members, skipped
+
+
+class _Folds:
+    """The folds' cache entries and metas, each pooled row's fold, and the pooled targets."""
+
+    def __init__(self, entries: list[Location], metas: list[dict], parts: np.ndarray, targets):
+        self.entries, self.metas, self.parts, self.pool_targets = entries, metas, parts, targets
+
+
+def _fold_entries(job: FitJob, folds: int, seed: int) -> _Folds:
+    """The training and validation rows pooled and cut into `folds` parts by their row ids'
+    hash; fold i trains on the others and validates on part i. Written once per cache entry."""
+    pool = pa.concat_tables(
+        [job.splits.join(split).read_table() for split in ("train", "validation")],
+        promote_options="default",
+    )
+    ids = (
+        pool.column(ROW_ID).to_numpy().astype(np.int64)
+        if ROW_ID in pool.column_names
+        else np.arange(len(pool))
+    )
+    parts = np.minimum((uniform_from_ids(ids, seed) * folds).astype(np.int64), folds - 1)
+    home = job.splits.join("bagging", f"k{folds}-s{seed}")
+    entries, metas = [], []
+    for fold in range(folds):
+        entry = home.join(f"fold-{fold + 1}")
+        held = parts == fold
+        if not entry.fs.exists(f"{entry.path}/{DONE_FILE}"):
+            entry.join("train").write_parquet(pool.filter(pa.array(~held)), "part-00000.parquet")
+            entry.join("validation").write_parquet(
+                pool.filter(pa.array(held)), "part-00000.parquet"
+            )
+            entry.fs.pipe(f"{entry.path}/{DONE_FILE}", b"")
+        rows = {"train": int((~held).sum()), "validation": int(held.sum()), "test": 0}
+        entries.append(entry)
+        metas.append({**job.meta, "rows": rows})
+    return _Folds(entries, metas, parts, TensorTable.from_arrow(pool, job.layout).targets)
+
+
+def _member_settings(model: ModelConfig, member: str, layout: Layout) -> ModelConfig:
+    """The model settings a member fits with. The network's members (ensemble_size) are fixed
+    at what the whole training split gives, which is what loading the saved model computes."""
+    settings = replace(model, family=member)
+    if member == "network" and model.ensemble_size is None:
+        settings = replace(settings, ensemble_size=model.ensemble_members(layout.train_rows)[0])
+    return settings
+
+
+def _fit_member(job: FitJob, member: str, folds: _Folds, share: float | None):
+    """(its fold models, its out-of-fold logits by output, its report), or None when its first
+    fold overran its slot. `share`: its seconds within time_limit (None: no limit)."""
+    fit = MEMBER_FITS[member]
+    settings = _member_settings(job.model, member, job.layout)
+    count = len(folds.entries)
+    ends = None if share is None else time.time() + share
+    models, seconds, cut = [], [], 0
+    oof: dict[str, np.ndarray] = {}
+    for fold, (entry, meta) in enumerate(zip(folds.entries, folds.metas, strict=True)):
+        at = None if ends is None else time.time() + (ends - time.time()) / (count - fold)
+        fold_job = replace(
+            job,
+            model=settings,
+            splits=entry,
+            meta=meta,
+            run_dir=str(Path(job.run_dir) / "bagging" / f"{member}-{fold + 1}"),
+        )
+        begun = time.time()
+        if at is None:
+            result = fit(fold_job)
+        else:
+            with time_limit.until(at):
+                result = fit(fold_job)
+        took = time.time() - begun
+        if result is None:  # not on this rank (refused above)
+            raise UserError("model.family=bagged: a fold returned no model on this rank")
+        if at is not None and fold == 0 and took > OVERRUN * (at - begun):
+            return None
+        cut += bool(at is not None and begun + took >= at)  # stopped at its deadline
+        models.append(result.model)
+        seconds.append(took)
+        held = read_split(entry, "validation", job.layout)
+        logits = model_logits(result.model, job.layout, held)
+        for name, values in logits.items():
+            if name not in oof:
+                oof[name] = np.zeros((len(folds.parts), *values.shape[1:]), dtype=np.float32)
+            oof[name][folds.parts == fold] = values
+    log.info(
+        "bagged: %s on %d folds, %.1f s (%s)",
+        member,
+        count,
+        sum(seconds),
+        ", ".join(f"{s:.1f}" for s in seconds),
+    )
+    report = {"folds": count, "seconds": sum(seconds), "folds_cut_at_time_limit": cut}
+    return models, oof, report
+
+
+def _weights(layout: Layout, oof: dict, targets: dict) -> dict[str, float]:
+    """Greedy ensemble weights on the out-of-fold predictions of the one output trees fit;
+    one member (or several outputs: the network alone) weighs 1."""
+    if len(oof) == 1:
+        return {name: 1.0 for name in oof}
+    spec = layout.outputs[0]
+    spaces = {name: spec.head.to_space(logits[spec.name]) for name, logits in oof.items()}
+    weights, _ = select_weights(spec, spaces, targets[spec.name])
+    return weights
+
+
+def _combined(layout: Layout, oof: dict, weights: dict[str, float]) -> dict[str, np.ndarray]:
+    """The portfolio's out-of-fold logits by output: its members' weighted average."""
+    if len(oof) == 1:
+        return next(iter(oof.values()))
+    spec = layout.outputs[0]
+    averaged = sum(
+        weights[name] * spec.head.to_space(logits[spec.name])
+        for name, logits in oof.items()
+        if weights[name] > 0
+    )
+    return {spec.name: spec.head.to_logits(np.asarray(averaged)).astype(np.float32)}
+
+
+def _log_weights(layout, weights: dict, report: dict, metrics: dict, folds: int) -> None:
+    spec = layout.outputs[0]
+    metric = f"{spec.name}/{spec.head.metrics[0]}"
+    log.info(
+        "bagged: weights from the out-of-fold predictions (%d folds): %s; the portfolio's "
+        "out-of-fold %s %.4f",
+        folds,
+        ", ".join(
+            f"{name} {w:.2f} ({metric} {report[name]['out_of_fold'].get(metric, float('nan')):.4f})"
+            for name, w in weights.items()
+        ),
+        metric,
+        metrics.get(metric, float("nan")),
+    )

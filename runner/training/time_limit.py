@@ -1,0 +1,105 @@
+"""time_limit=<seconds>: the wall-clock time by which fitting stops, so that the command ends
+within its limit. The command sets it when it starts (`begin`); whatever fits reads it: the
+training loop after each epoch (the job carries it to remote workers), LightGBM and CatBoost
+after each round, a bagged portfolio between its folds (a fold narrows it with `until`).
+Clock: time.time(), which every worker on a cluster's nodes shares closely enough."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# Of the limit, what is kept for the work after fitting (saving the model, scoring the test
+# split, plots, importance, the report): fitting stops this much before the command's end.
+AFTER_FIT_SHARE = 0.1
+AFTER_FIT_LEAST = 5.0
+# A process's first command counts from the process's start (Python's and Hydra's start-up
+# are part of what the user waits for) where that was at most this long before.
+STARTUP_AT_MOST = 30.0
+
+_fit_deadline: float | None = None
+_command_ends: float | None = None
+_begun = False
+
+
+def begin(limit: float | None, started: float | None = None) -> None:
+    """The command's limit in seconds from `started` (now), or from the process's start for
+    its first command; None: no limit."""
+    global _fit_deadline, _command_ends, _begun
+    start = time.time() if started is None else started
+    if not _begun:
+        import psutil
+
+        created = psutil.Process().create_time()
+        start = created if start - created <= STARTUP_AT_MOST else start
+    _begun = True
+    if limit is None:
+        _fit_deadline = _command_ends = None
+        return
+    _command_ends = start + limit
+    _fit_deadline = _command_ends - max(AFTER_FIT_LEAST, AFTER_FIT_SHARE * limit)
+
+
+def command_left() -> float | None:
+    """Seconds left before the command's own limit (0 once past); None: no limit. What runs
+    after fitting (permutation importance) sizes itself to it."""
+    return None if _command_ends is None else max(0.0, _command_ends - time.time())
+
+
+def deadline() -> float | None:
+    """When fitting must stop (time.time()); None: no limit."""
+    return _fit_deadline
+
+
+def left() -> float | None:
+    """Seconds left for fitting (0 once past); None: no limit."""
+    return None if _fit_deadline is None else max(0.0, _fit_deadline - time.time())
+
+
+def passed(at: float | None = None) -> bool:
+    """`at` (the fit's deadline when None) has passed."""
+    at = _fit_deadline if at is None else at
+    return at is not None and time.time() >= at
+
+
+@contextmanager
+def until(at: float) -> Iterator[None]:
+    """Fitting inside stops by `at` or the command's deadline, whichever comes first."""
+    global _fit_deadline
+    before = _fit_deadline
+    _fit_deadline = at if before is None else min(before, at)
+    try:
+        yield
+    finally:
+        _fit_deadline = before
+
+
+class LightGBMDeadline:
+    """A LightGBM callback that ends boosting at the deadline and keeps the best round so far
+    on the validation split (the rounds recorded in `evals`, lower loss better), as early
+    stopping would have."""
+
+    def __init__(self, at: float, evals: dict):
+        self.order = 40  # after record_evaluation (20) and early stopping (30)
+        self.at, self.evals = at, evals
+
+    def __call__(self, env) -> None:
+        if time.time() < self.at:
+            return
+        from lightgbm.callback import EarlyStopException
+
+        losses: list = next(iter(self.evals.get("validation", {}).values()), [])
+        best = int(min(range(len(losses)), key=losses.__getitem__)) if losses else env.iteration
+        raise EarlyStopException(best, env.evaluation_result_list)
+
+
+class CatBoostDeadline:
+    """A CatBoost callback that ends boosting at the deadline (the model shrinks to its best
+    validation round, as with early stopping)."""
+
+    def __init__(self, at: float):
+        self.at = at
+
+    def after_iteration(self, info) -> bool:
+        return time.time() < self.at
