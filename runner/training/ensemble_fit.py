@@ -65,7 +65,7 @@ def fit_ensemble(job: FitJob) -> TrainingResult | None:
         if network is None:
             return None
         workers = tree_workers(trainer, backend, model, layout)
-        if workers[0] > 1 and _outside_trial_group():
+        if workers[0] > 1 and outside_trial_group():
             # The trees on Ray Train with the network's workers' resources, each reading its
             # own rows; the driver reads what the weights and metrics need.
             tables = (
@@ -189,7 +189,7 @@ def score_while(trees: TreeModel, tables: dict[str, TensorTable], training: thre
     return done
 
 
-def _outside_trial_group() -> bool:
+def outside_trial_group() -> bool:
     """Not inside a sweep trial's placement group, whose CPUs the trial's own workers hold
     (Ray Train's would wait for them forever; there the ensemble's trees train in this
     process). Asked once the network has trained: Ray is up by then, started by the runner."""
