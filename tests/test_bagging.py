@@ -101,6 +101,35 @@ def test_the_portfolio_predicts_raw_rows_as_it_scored_the_test_split(bagged):
     )
 
 
+def test_the_portfolio_explains_and_exports_each_fold_model(bagged):
+    root, model_dir = bagged["root"], bagged["run"] / "model"
+    table(40, seed=7).drop(columns="good").to_csv(root / "head.csv", index=False)
+    run_experiment(
+        root / "explain",
+        root / "cache",
+        "command=explain",
+        f"model_dir={model_dir}",
+        f"dataset.path={root / 'head.csv'}",
+        "backend=local",
+    )
+    path = root / "explain" / "explanations.parquet"
+    frame = pd.read_parquet(path if path.exists() else root / "explain" / "explanations")
+    shares = frame.filter(like="attribution.")
+    # Each fold model's attributions, weighted: they add up to the portfolio's output.
+    np.testing.assert_allclose(frame["base"] + shares.sum(axis=1), frame["output"], atol=1e-4)
+    assert shares.abs().to_numpy().max() > 1e-3
+    run_experiment(
+        root / "export", root / "cache", "command=export", f"model_dir={model_dir}", "backend=local"
+    )
+    folder = root / "export" / "export"
+    described = json.loads((folder / "ensemble.json").read_text())
+    assert described["families"]["catboost-2"] == "catboost"
+    assert sum(described["weights"].values()) == pytest.approx(1.0)
+    assert (folder / "gbm-1" / "booster.txt").exists() and (
+        folder / "catboost-3" / "model.cbm"
+    ).exists()
+
+
 @pytest.mark.distributed
 def test_the_portfolio_serves(bagged, tmp_path):
     process, url = start_serve(

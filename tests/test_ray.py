@@ -519,3 +519,51 @@ def test_empty_partitions_never_crash(tmp_path, cache_dir):
     assert meta["partitions"] == 40
     assert sum(meta["rows"].values()) == 300
     assert "test" in metrics
+
+
+def test_bagged_tree_folds_are_ray_tasks_and_a_killed_one_is_retried(tmp_path, cache_dir):
+    """preset=best on Ray: a tree member's folds run as Ray tasks with their threads as CPUs;
+    SIGKILLing the worker of one fold while it boosts loses nothing: Ray retries that fold and
+    the others go on."""
+    import threading
+    import time
+
+    import psutil
+
+    houses(1500).to_csv(tmp_path / "houses.csv", index=False)
+    killed: list[int] = []
+
+    def kill_the_first_fold() -> None:
+        deadline = time.monotonic() + 120
+        while not killed and time.monotonic() < deadline:
+            for process in psutil.process_iter(["cmdline"]):
+                if (process.info["cmdline"] or [""])[0].startswith("ray::bagged-catboost-fold-1"):
+                    process.kill()
+                    killed.append(process.pid)
+                    return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_first_fold, daemon=True)
+    killer.start()
+    ray_run(
+        tmp_path / "run",
+        cache_dir,
+        "preset=best",
+        "model.bagging.members=[gbm,catboost]",
+        "model.bagging.folds=3",
+        f"dataset.path={tmp_path / 'houses.csv'}",
+        "dataset.target=price",
+        # Folds long enough to be caught boosting.
+        "model.catboost.iterations=800",
+        "model.catboost.early_stopping_rounds=0",
+        "report.importance_rows=0",
+    )
+    killer.join()
+    assert killed, "no fold task was seen running"
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    for member in ("gbm", "catboost"):
+        tasks = saved["training"]["bagging"]["members"][member]["ray_tasks"]
+        assert tasks["tasks"] == 3 and tasks["cpus_each"] == 1 and tasks["at_once"] == 2
+    assert saved["test"]["price/r2"] > 0.5
+    folds = sorted(p.name for p in (tmp_path / "run" / "model" / "members").iterdir())
+    assert folds == ["catboost-1", "catboost-2", "catboost-3", "gbm-1", "gbm-2", "gbm-3"]

@@ -20,9 +20,13 @@ which, and why."""
 from __future__ import annotations
 
 import logging
+import math
+import os
 import time
-from dataclasses import replace
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,21 +41,22 @@ from runner.processing.row_hash import uniform_from_ids
 from runner.scoring.decoding import Decoders, compute_metrics, constant_logits
 from runner.storage import Location
 from runner.training import time_limit
-from runner.training.catboost_fit import fit_catboost
+from runner.training.catboost_fit import catboost_on
+from runner.training.ensemble_fit import outside_trial_group
 from runner.training.fit_job import FitJob
 from runner.training.fitted import model_logits, read_split
 from runner.training.job import TrainingResult
-from runner.training.tree_fit import fit_gbm, tree_inputs
+from runner.training.tree_fit import fit_trees, tree_inputs
 
 log = logging.getLogger(__name__)
 
 TREES = ("gbm", "catboost")
 
 
-# How each member fits (runner.training.fitting's FITS, which lists this family too).
-MEMBER_FITS = {"gbm": fit_gbm, "catboost": fit_catboost, "network": FitJob.fit_network}
 # A member whose first fold took more than this many times its slot is left out.
 OVERRUN = 2.0
+# Ray retries a fold task whose worker died this many times (the other folds go on).
+FOLD_RETRIES = 3
 DONE_FILE = "_complete"  # written last: a fold's entry is whole
 
 
@@ -195,51 +200,146 @@ def _member_settings(model: ModelConfig, member: str, layout: Layout) -> ModelCo
 
 def _fit_member(job: FitJob, member: str, folds: _Folds, share: float | None):
     """(its fold models, its out-of-fold logits by output, its report), or None when its first
-    fold overran its slot. `share`: its seconds within time_limit (None: no limit)."""
-    fit = MEMBER_FITS[member]
+    fold overran its slot. `share`: its seconds within time_limit (None: no limit). A tree
+    member's folds run as Ray tasks where the run has Ray (_tree_folds_on_ray), else here one
+    after another."""
     settings = _member_settings(job.model, member, job.layout)
     count = len(folds.entries)
     ends = None if share is None else time.time() + share
-    models, seconds, cut = [], [], 0
+    on_ray = member in TREES and _tasks_on_ray(job)
+    if on_ray:
+        outcomes, placed = _tree_folds_on_ray(job, member, settings, folds, ends)
+    else:
+        outcomes, placed = [], {}
+        for fold in range(count):
+            at = None if ends is None else time.time() + (ends - time.time()) / (count - fold)
+            outcome = _fold_here(job, member, settings, folds, fold, at)
+            if at is not None and fold == 0 and outcome.seconds > OVERRUN * outcome.slot:
+                return None
+            outcomes.append(outcome)
     oof: dict[str, np.ndarray] = {}
-    for fold, (entry, meta) in enumerate(zip(folds.entries, folds.metas, strict=True)):
-        at = None if ends is None else time.time() + (ends - time.time()) / (count - fold)
-        fold_job = replace(
-            job,
-            model=settings,
-            splits=entry,
-            meta=meta,
-            run_dir=str(Path(job.run_dir) / "bagging" / f"{member}-{fold + 1}"),
-        )
-        begun = time.time()
-        if at is None:
-            result = fit(fold_job)
-        else:
-            with time_limit.until(at):
-                result = fit(fold_job)
-        took = time.time() - begun
-        if result is None:  # not on this rank (refused above)
-            raise UserError("model.family=bagged: a fold returned no model on this rank")
-        if at is not None and fold == 0 and took > OVERRUN * (at - begun):
-            return None
-        cut += bool(at is not None and begun + took >= at)  # stopped at its deadline
-        models.append(result.model)
-        seconds.append(took)
-        held = read_split(entry, "validation", job.layout)
-        logits = model_logits(result.model, job.layout, held)
-        for name, values in logits.items():
+    for fold, outcome in enumerate(outcomes):
+        for name, values in outcome.logits.items():
             if name not in oof:
                 oof[name] = np.zeros((len(folds.parts), *values.shape[1:]), dtype=np.float32)
             oof[name][folds.parts == fold] = values
+    seconds = [o.seconds for o in outcomes]
     log.info(
-        "bagged: %s on %d folds, %.1f s (%s)",
+        "bagged: %s on %d folds%s, %.1f s (%s)",
         member,
         count,
+        f" as Ray tasks ({placed['cpus_each']:g} CPUs each)" if on_ray else "",
         sum(seconds),
         ", ".join(f"{s:.1f}" for s in seconds),
     )
-    report = {"folds": count, "seconds": sum(seconds), "folds_cut_at_time_limit": cut}
-    return models, oof, report
+    report = {
+        "folds": count,
+        "seconds": sum(seconds),
+        "folds_cut_at_time_limit": sum(o.cut for o in outcomes),
+        **({"ray_tasks": placed} if on_ray else {}),
+    }
+    return [o.model for o in outcomes], oof, report
+
+
+@dataclass
+class _Outcome:
+    """One fold of a member: its model, its logits of the rows it left out, its seconds, its
+    slot within time_limit (inf: none), and whether its deadline cut it."""
+
+    model: Any
+    logits: dict[str, np.ndarray]
+    seconds: float
+    slot: float
+    cut: bool
+    pid: int = 0  # the process that fitted it
+
+
+def _fold_here(job: FitJob, member, settings, folds: _Folds, fold: int, at) -> _Outcome:
+    """A fold fitted in this process, as its family fits a run (the network by the trainer)."""
+    entry, meta = folds.entries[fold], folds.metas[fold]
+    if member in TREES:
+        return _tree_fold(member, entry, meta, settings, job.trainer.settings, None, at)
+    fold_job = replace(
+        job,
+        model=settings,
+        splits=entry,
+        meta=meta,
+        run_dir=str(Path(job.run_dir) / "bagging" / f"{member}-{fold + 1}"),
+    )
+    begun = time.time()
+    with time_limit.until(at) if at is not None else nullcontext():
+        result = fold_job.fit_network()
+    if result is None:  # not on this rank (refused in fit_bagged)
+        raise UserError("model.family=bagged: a fold returned no model on this rank")
+    return _scored(result.model, entry, meta, settings, begun, at)
+
+
+def _tree_fold(
+    member, entry: Location, meta: dict, settings, trainer, slot: float | None, at: float | None
+) -> _Outcome:
+    """A tree member's fold: here, or in a Ray task (which starts its `slot` seconds when it
+    starts, ending by `at` at the latest)."""
+    begun = time.time()
+    if slot is not None:
+        at = begun + slot if at is None else min(at, begun + slot)
+    with time_limit.until(at) if at is not None else nullcontext():
+        if member == "gbm":
+            result = fit_trees(entry, meta, settings, trainer, scored=False)
+        else:
+            result = catboost_on(entry, meta, settings, trainer.seed)
+    return _scored(result.model, entry, meta, settings, begun, at)
+
+
+def _scored(model, entry: Location, meta: dict, settings, begun: float, at) -> _Outcome:
+    """The fold's outcome: its model's logits of the rows it left out (its validation split)."""
+    took = time.time() - begun
+    layout = Layout.from_meta(meta, settings)
+    logits = model_logits(model, layout, read_split(entry, "validation", layout))
+    slot = math.inf if at is None else at - begun
+    return _Outcome(model, logits, took, slot, at is not None and begun + took >= at, os.getpid())
+
+
+def _tasks_on_ray(job: FitJob) -> bool:
+    """The run has Ray (backend=ray) and is not inside a sweep trial's placement group, whose
+    CPUs the trial holds."""
+    if not job.backend.offers_ray:
+        return False
+    job.backend.runtime.start()  # started (or attached) here if not yet
+    return outside_trial_group()
+
+
+def _tree_folds_on_ray(job: FitJob, member, settings, folds: _Folds, ends):
+    """A tree member's folds as Ray tasks, each with an even share of the cluster's CPUs (at
+    least one) as its threads; Ray retries a task whose worker dies, the others go on.
+    (outcomes in fold order, how they were placed)."""
+    import ray
+
+    count = len(folds.entries)
+    cpus = ray.cluster_resources().get("CPU", 1.0)
+    each = max(1, int(cpus // count))
+    at_once = max(1, min(count, int(cpus // each)))
+    rounds = -(-count // at_once)
+    slot = None if ends is None else max(0.0, ends - time.time()) / rounds
+    threaded = replace(
+        settings,
+        gbm=replace(settings.gbm, num_threads=each),
+        catboost=replace(settings.catboost, num_threads=each),
+    )
+    task = ray.remote(num_cpus=each, max_retries=FOLD_RETRIES)(_tree_fold)
+    refs = [
+        task.options(name=f"bagged-{member}-fold-{fold + 1}").remote(
+            member, entry, meta, threaded, job.trainer.settings, slot, ends
+        )
+        for fold, (entry, meta) in enumerate(zip(folds.entries, folds.metas, strict=True))
+    ]
+    outcomes = ray.get(refs)
+    placed = {
+        "tasks": count,
+        "cpus_each": each,
+        "at_once": at_once,
+        "processes": len({o.pid for o in outcomes}),
+    }
+    return outcomes, placed
 
 
 def _weights(layout: Layout, oof: dict, targets: dict) -> dict[str, float]:

@@ -12,10 +12,11 @@ from runner.config import ModelConfig
 from runner.model.catboost import CatBoostModel, catboost_pool
 from runner.model.layout import Layout
 from runner.model.tree_features import feature_matrix, tree_threads
+from runner.storage import Location
 from runner.training import time_limit
 from runner.training.advice import Knobs
 from runner.training.fit_job import FitJob
-from runner.training.fitted import CURVE_POINTS, fitted_result
+from runner.training.fitted import CURVE_POINTS, fitted_result, read_split
 from runner.training.job import TrainingResult
 from runner.training.tree_fit import check_tree_inputs, check_tree_outputs
 
@@ -27,13 +28,22 @@ LOSSES = {"binary": "Logloss", "category": "MultiClass", "number": "RMSE"}
 
 def fit_catboost(job: FitJob) -> TrainingResult:
     """CatBoost's TrainingResult: the model at its best validation round."""
+    return catboost_on(job.splits, job.meta, job.model, job.trainer.settings.seed)
+
+
+def catboost_on(splits: Location, meta: dict, model: ModelConfig, seed: int) -> TrainingResult:
+    """CatBoost on the splits of a cache entry (a run's, or a bagged portfolio's fold, perhaps
+    in a Ray task)."""
     from catboost import CatBoost
 
     started = time.perf_counter()
-    model, layout = job.model, job.layout
+    layout = Layout.from_meta(meta, model)
     check_tree_outputs(layout, model.family)
     check_tree_inputs(layout, model.family)
-    train, validation = job.read("train"), job.read("validation")
+    train, validation = (
+        read_split(splits, "train", layout),
+        read_split(splits, "validation", layout),
+    )
     settings = model.catboost
     params = {
         "loss_function": LOSSES[layout.outputs[0].type],
@@ -41,7 +51,7 @@ def fit_catboost(job: FitJob) -> TrainingResult:
         "depth": settings.depth,
         "l2_leaf_reg": settings.l2_leaf_reg,
         "thread_count": tree_threads(settings.num_threads),
-        "random_seed": job.trainer.settings.seed,
+        "random_seed": seed,
         "allow_writing_files": False,
         "verbose": 0,
         **({"learning_rate": settings.learning_rate} if settings.learning_rate else {}),
@@ -69,7 +79,7 @@ def fit_catboost(job: FitJob) -> TrainingResult:
     )
     fitted = CatBoostModel(booster, layout, settings.num_threads)
     # The training split is in memory already: fitted_result takes its metrics from a spread.
-    result = fitted_result(fitted, layout, job.meta, train, validation, evals, rounds)
+    result = fitted_result(fitted, layout, meta, train, validation, evals, rounds)
     result.train_seconds = time.perf_counter() - started
     result.step_seconds = fit_seconds
     result.samples_seen = (layout.train_rows or len(train)) * rounds
