@@ -115,8 +115,9 @@ def test_the_portfolio_explains_and_exports_each_fold_model(bagged):
     path = root / "explain" / "explanations.parquet"
     frame = pd.read_parquet(path if path.exists() else root / "explain" / "explanations")
     shares = frame.filter(like="attribution.")
-    # Each fold model's attributions, weighted: they add up to the portfolio's output.
-    np.testing.assert_allclose(frame["base"] + shares.sum(axis=1), frame["output"], atol=1e-4)
+    # Each fold model's attributions, weighted: they add up to the portfolio's output (within
+    # the networks' integrated gradients' own completeness error).
+    np.testing.assert_allclose(frame["base"] + shares.sum(axis=1), frame["output"], atol=1e-3)
     assert shares.abs().to_numpy().max() > 1e-3
     run_experiment(
         root / "export", root / "cache", "command=export", f"model_dir={model_dir}", "backend=local"
