@@ -43,13 +43,13 @@ def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
     from runner.config import check_config
     from runner.fast_start import tricks_off
 
-    started = time.time()
+    started = time_limit.command_start()
     tricks_off()  # a misspelt RUNNER_TRICKS_OFF fails here, before anything starts
     settings = check_config(cfg)
     if settings.k_fold:
         from runner.folds import cross_validate
 
-        return cross_validate(cfg, settings, Path(run_dir), run_command)
+        return cross_validate(cfg, settings, Path(run_dir), run_command, started)
     time_limit.begin(settings.time_limit, started)
     # A trainer that will need Ray has it start now, in a thread (runner/backends/early.py).
     early = start_ray_early(cfg, settings)
@@ -60,6 +60,8 @@ def run_command(cfg: DictConfig, run_dir: str | Path) -> dict:
         # that, here, or a process that goes on (a multirun, runner.api) would keep that Ray.
         abandon(early)
         raise
+    finally:
+        time_limit.end()
 
 
 def _run_command(cfg: DictConfig, run_dir: str | Path, settings, early) -> dict:
@@ -236,7 +238,8 @@ def _train(run: Run, pre: Preprocessed, figures, trackers):
             job = TrainingJob.create(
                 splits, meta, settings, run.trainer.settings, run.loader, run_dir, world_size
             )
-            job.epoch_logs = trackers.epochs()
+            if splits == pre.entry:  # the run's own network (not a bagged portfolio's folds)
+                job.epoch_logs = trackers.epochs()
             return job
 
         return run.trainer.fit(make_job, run.backend)

@@ -26,16 +26,20 @@ log = logging.getLogger(__name__)
 SPLITS = ("holdout", "test")
 
 
-def cross_validate(cfg: DictConfig, settings, run_dir: Path, run_command) -> dict:
+def cross_validate(
+    cfg: DictConfig, settings, run_dir: Path, run_command, started: float | None = None
+) -> dict:
     """Runs the folds through `run_command` (runner.commands'), on the run's backend;
-    `settings`: cfg checked (k_fold set). Returns the folds' mean metrics, keyed like one
-    run's (a sweep's objective reads validation/<metric>)."""
+    `settings`: cfg checked (k_fold set); `started`: when the command began (time_limit
+    counts from it). Returns the folds' mean metrics, keyed like one run's (a sweep's
+    objective reads validation/<metric>)."""
     from runner import outputs
     from runner.backends.early import decide_backend
     from runner.backends.ray import RayBackend
 
     folds = settings.k_fold
-    ends = None if settings.time_limit is None else time.time() + settings.time_limit
+    begun = time.time() if started is None else started
+    ends = None if settings.time_limit is None else begun + settings.time_limit
     runs = []
     for fold in range(folds):
         fold_cfg = cfg.copy()
@@ -108,7 +112,8 @@ def _side_by_side(backend, runs: list, trainer, run_command, ends=None) -> list[
     while pending or running:
         while pending and len(running) < at_once:
             fold, (fold_cfg, fold_dir) = pending.pop(0)
-            _share_time(fold_cfg, ends, -(-(len(pending) + 1) // at_once))
+            # the rounds left: this fold, those waiting and those running
+            _share_time(fold_cfg, ends, -(-(len(pending) + 1 + len(running)) // at_once))
             running[task.remote(run_command, fold_cfg, str(fold_dir))] = fold
         ready, _ = ray.wait(list(running), num_returns=1)
         for ref in ready:

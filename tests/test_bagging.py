@@ -6,6 +6,7 @@ cuts a slow member and the command ends within it."""
 import json
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -81,7 +82,8 @@ def test_a_fold_never_trains_on_the_rows_it_predicts(bagged):
     pooled = np.sort(np.concatenate(pool))
     held_out = []
     for fold in range(1, FOLDS + 1):
-        home = f"{cache_entry}/bagging/k{FOLDS}-s1/fold-{fold}"
+        build = json.loads(Path(f"{cache_entry}/bagging/k{FOLDS}-s1.json").read_text())["build"]
+        home = f"{cache_entry}/bagging/{build}/fold-{fold}"
         train = pq.read_table(f"{home}/train").column(ROW_ID).to_numpy()
         validation = pq.read_table(f"{home}/validation").column(ROW_ID).to_numpy()
         assert not set(train) & set(validation)

@@ -6,10 +6,10 @@ ensemble family does on its validation split), and the model averages each famil
 models, then the families by weight: one EnsembleModel of the fold models
 (runner.model.ensemble BaggedFamily). The test split is scored only once it is saved.
 
-The folds are cache entries of their own beside the run's (`bagging/k<k>-s<seed>/fold-<i>`:
-its train and validation parquet), cut by a hash of each row's id, so every family, the network's
-loaders included, fits a fold as it fits a run; they are derived from the entry's rows alone,
-so a later run reuses them.
+The folds are cache entries of their own inside the run's (`bagging/<build>/fold-<i>`: its
+train and validation parquet, the build named by `bagging/k<k>-s<seed>.json`), cut by a hash of
+each row's id, so every family, the network's loaders included, fits a fold as it fits a run;
+they are derived from the entry's rows alone, so a later run reuses them.
 
 time_limit=: the members train cheapest first, each given an even share of the time left and
 each fold its share of that: boosting and epochs stop at a fold's deadline. A member whose first
@@ -19,10 +19,15 @@ which, and why."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import logging
 import math
 import os
+import tempfile
 import time
+import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 
 from runner.config import ModelConfig
 from runner.errors import UserError
@@ -39,13 +45,14 @@ from runner.model.layout import Layout
 from runner.processing.columns import ROW_ID
 from runner.processing.row_hash import uniform_from_ids
 from runner.scoring.decoding import Decoders, compute_metrics, constant_logits
-from runner.storage import Location
+from runner.storage import Location, write_text_atomic
 from runner.training import time_limit
 from runner.training.catboost_fit import catboost_on
 from runner.training.ensemble_fit import outside_trial_group
 from runner.training.fit_job import FitJob
 from runner.training.fitted import model_logits, read_split
 from runner.training.job import TrainingResult
+from runner.training.reporting import report_epoch, silenced
 from runner.training.tree_fit import fit_trees, tree_inputs
 
 log = logging.getLogger(__name__)
@@ -57,7 +64,7 @@ TREES = ("gbm", "catboost")
 OVERRUN = 2.0
 # Ray retries a fold task whose worker died this many times (the other folds go on).
 FOLD_RETRIES = 3
-DONE_FILE = "_complete"  # written last: a fold's entry is whole
+PART = "part-00000.parquet"
 
 
 def fit_bagged(job: FitJob) -> TrainingResult:
@@ -74,31 +81,21 @@ def fit_bagged(job: FitJob) -> TrainingResult:
     folds = _fold_entries(job, settings.folds, settings.seed)
     targets = {k: v.numpy() for k, v in folds.pool_targets.items()}
     decoders = Decoders(job.meta)
-    oof: dict[str, dict[str, np.ndarray]] = {}
-    fold_models: dict[str, list] = {}
-    report: dict[str, dict] = {}
-    for position, member in enumerate(members):
-        left = time_limit.left()
-        if left is not None and left < 1.0:
-            skipped[member] = "no time left within time_limit"
-            continue
-        share = None if left is None else left / (len(members) - position)
-        fitted = _fit_member(job, member, folds, share)
-        if fitted is None:
-            skipped[member] = (
-                f"its first fold overran its share of time_limit ({share:.1f} s for "
-                f"{settings.folds} folds) more than {OVERRUN:g}x"
-            )
-            continue
-        fold_models[member], oof[member], report[member] = fitted
-        report[member]["out_of_fold"] = compute_metrics(layout, decoders, oof[member], targets)
+    with silenced():  # a sweep's scheduler hears the portfolio once, not each fold's epochs
+        fitted = _fit_members(job, members, folds, skipped)
     for member, why in skipped.items():
         log.info("bagged: %s left out: %s", member, why)
-    if not oof:
+    if not fitted:
+        why = "; ".join(f"{member}: {reason}" for member, reason in skipped.items())
         raise UserError(
-            f"model.family=bagged fitted no member within time_limit={time_limit.deadline()}: "
-            "raise time_limit or use preset=fast"
+            f"model.family=bagged fitted no member ({why}); raise time_limit or change "
+            "model.bagging.members"
         )
+    fold_models = {member: models for member, (models, _, _) in fitted.items()}
+    oof = {member: logits for member, (_, logits, _) in fitted.items()}
+    report = {member: facts for member, (_, _, facts) in fitted.items()}
+    for member in fitted:
+        report[member]["out_of_fold"] = compute_metrics(layout, decoders, oof[member], targets)
     weights = _weights(layout, oof, targets)
     combined = _combined(layout, oof, weights)
     metrics = compute_metrics(layout, decoders, combined, targets)
@@ -118,6 +115,7 @@ def fit_bagged(job: FitJob) -> TrainingResult:
     baseline = compute_metrics(
         layout, decoders, constant_logits(layout, decoders, len(folds.parts)), targets
     )
+    report_epoch({"epoch": 1, "train": {}, "validation": metrics}, final=True)
     return TrainingResult(
         history=[{"epoch": 1, "train": {}, "validation": metrics}],
         best_epoch=1,
@@ -136,6 +134,27 @@ def fit_bagged(job: FitJob) -> TrainingResult:
             },
         },
     )
+
+
+def _fit_members(job: FitJob, members: list[str], folds: _Folds, skipped: dict) -> dict:
+    """{member: (its fold models, its out-of-fold logits, its report)}, in order, each given an
+    even share of what time_limit leaves; a member left out goes into `skipped` with why."""
+    fitted = {}
+    for position, member in enumerate(members):
+        left = time_limit.left()
+        if left is not None and left < 1.0:
+            skipped[member] = "no time left within time_limit"
+            continue
+        share = None if left is None else left / (len(members) - position)
+        outcome = _fit_member(job, member, folds, share)
+        if outcome is None:
+            skipped[member] = (
+                f"its first fold overran its share of time_limit ({share:.1f} s for "
+                f"{len(folds.entries)} folds) more than {OVERRUN:g}x"
+            )
+            continue
+        fitted[member] = outcome
+    return fitted
 
 
 def _members(model: ModelConfig, layout: Layout) -> tuple[list[str], dict[str, str]]:
@@ -172,21 +191,45 @@ def _fold_entries(job: FitJob, folds: int, seed: int) -> _Folds:
         else np.arange(len(pool))
     )
     parts = np.minimum((uniform_from_ids(ids, seed) * folds).astype(np.int64), folds - 1)
-    home = job.splits.join("bagging", f"k{folds}-s{seed}")
+    sizes = np.bincount(parts, minlength=folds)
+    if sizes.min() == 0:
+        raise UserError(
+            f"model.bagging.folds={folds} leaves a fold without rows ({len(pool)} training and "
+            "validation rows); lower model.bagging.folds or use preset=default"
+        )
+    home = _fold_home(job.splits.join("bagging"), f"k{folds}-s{seed}", pool, parts)
     entries, metas = [], []
     for fold in range(folds):
-        entry = home.join(f"fold-{fold + 1}")
-        held = parts == fold
-        if not entry.fs.exists(f"{entry.path}/{DONE_FILE}"):
-            entry.join("train").write_parquet(pool.filter(pa.array(~held)), "part-00000.parquet")
-            entry.join("validation").write_parquet(
-                pool.filter(pa.array(held)), "part-00000.parquet"
-            )
-            entry.fs.pipe(f"{entry.path}/{DONE_FILE}", b"")
-        rows = {"train": int((~held).sum()), "validation": int(held.sum()), "test": 0}
-        entries.append(entry)
+        rows = {"train": int(len(pool) - sizes[fold]), "validation": int(sizes[fold]), "test": 0}
+        entries.append(home.join(f"fold-{fold + 1}"))
         metas.append({**job.meta, "rows": rows})
     return _Folds(entries, metas, parts, TensorTable.from_arrow(pool, job.layout).targets)
+
+
+def _fold_home(root: Location, name: str, pool: pa.Table, parts: np.ndarray) -> Location:
+    """The folds' directory: the build that `<name>.json` names, else one written whole by
+    this run before that file (one small write, atomic on any filesystem) names it; builds on
+    this machine wait for each other (sweep trials on one entry build once)."""
+    pointer = f"{root.path}/{name}.json"
+    digest = hashlib.sha256(root.url.encode()).hexdigest()[:16]
+    locks = Path(tempfile.gettempdir()) / "tabular-runner-locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"bagging-{digest}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if root.fs.exists(pointer):
+            return root.join(json.loads(root.fs.cat_file(pointer))["build"])
+        build = f"{name}-{uuid.uuid4().hex[:12]}"
+        for fold in range(int(parts.max()) + 1):
+            entry = root.join(build, f"fold-{fold + 1}")
+            held = pa.array(parts == fold)
+            entry.join("train").write_parquet(pool.filter(pa.compute.invert(held)), PART)
+            entry.join("validation").write_parquet(pool.filter(held), PART)
+        named = json.dumps({"build": build})
+        if root.is_local:
+            write_text_atomic(Path(pointer), named)
+        else:
+            root.fs.pipe_file(pointer, named.encode())
+        return root.join(build)
 
 
 def _member_settings(model: ModelConfig, member: str, layout: Layout) -> ModelConfig:
@@ -282,7 +325,8 @@ def _tree_fold(
     begun = time.time()
     if slot is not None:
         at = begun + slot if at is None else min(at, begun + slot)
-    with time_limit.until(at) if at is not None else nullcontext():
+    # In a task, its own deadline outright: the worker's process has no command of its own.
+    with time_limit.until(at, outright=slot is not None) if at is not None else nullcontext():
         if member == "gbm":
             result = fit_trees(entry, meta, settings, trainer, scored=False)
         else:
@@ -316,7 +360,9 @@ def _tree_folds_on_ray(job: FitJob, member, settings, folds: _Folds, ends):
 
     count = len(folds.entries)
     cpus = ray.cluster_resources().get("CPU", 1.0)
-    each = max(1, int(cpus // count))
+    # An even share of the cluster, but no more than its largest node holds.
+    largest = max((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["Alive"]), default=1)
+    each = max(1, min(int(cpus // count), int(largest)))
     at_once = max(1, min(count, int(cpus // each)))
     rounds = -(-count // at_once)
     slot = None if ends is None else max(0.0, ends - time.time()) / rounds

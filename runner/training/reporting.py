@@ -41,6 +41,19 @@ def report_epoch(record: dict, final: bool, forward: Callable | None = None) -> 
     return not _stopped
 
 
+@contextmanager
+def silenced() -> Iterator[None]:
+    """Nobody listens inside (a bagged portfolio's folds: their epochs are not the run's);
+    the run's reporter, and whether it had stopped the run, come back after."""
+    global _reporter, _epochs, _stopped
+    kept = _reporter, _epochs, _stopped
+    _reporter = None
+    try:
+        yield
+    finally:
+        _reporter, _epochs, _stopped = kept
+
+
 def listening() -> bool:
     """A scheduler hears this process's epochs (a Tune trial's)."""
     return _reporter is not None

@@ -6,6 +6,8 @@ Clock: time.time(), which every worker on a cluster's nodes shares closely enoug
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,31 +16,45 @@ from contextlib import contextmanager
 # split, plots, importance, the report): fitting stops this much before the command's end.
 AFTER_FIT_SHARE = 0.1
 AFTER_FIT_LEAST = 5.0
-# A process's first command counts from the process's start (Python's and Hydra's start-up
-# are part of what the user waits for) where that was at most this long before.
+# `python run.py`'s first command counts from the process's start (Python's and Hydra's
+# start-up are part of what the user waits for) where that was at most this long before.
 STARTUP_AT_MOST = 30.0
 
 _fit_deadline: float | None = None
 _command_ends: float | None = None
-_begun = False
+_first_command = True
 
 
-def begin(limit: float | None, started: float | None = None) -> None:
-    """The command's limit in seconds from `started` (now), or from the process's start for
-    its first command; None: no limit."""
-    global _fit_deadline, _command_ends, _begun
-    start = time.time() if started is None else started
-    if not _begun:
+def command_start() -> float:
+    """When the command the user waits for began: now, or, for the first command of a `python
+    run.py` process, the process's start (not a Ray worker's or a multirun's later jobs)."""
+    global _first_command
+    now = time.time()
+    first, _first_command = _first_command, False
+    if first and os.path.basename(sys.argv[0] if sys.argv else "") == "run.py":
         import psutil
 
         created = psutil.Process().create_time()
-        start = created if start - created <= STARTUP_AT_MOST else start
-    _begun = True
+        if now - created <= STARTUP_AT_MOST:
+            return created
+    return now
+
+
+def begin(limit: float | None, started: float) -> None:
+    """The command's limit in seconds from `started` (command_start); None: no limit."""
+    global _fit_deadline, _command_ends
     if limit is None:
-        _fit_deadline = _command_ends = None
+        end()
         return
-    _command_ends = start + limit
+    _command_ends = started + limit
     _fit_deadline = _command_ends - max(AFTER_FIT_LEAST, AFTER_FIT_SHARE * limit)
+
+
+def end() -> None:
+    """No limit from now on (the command is done: a process that runs more commands, or a Ray
+    worker that runs more tasks, carries none over)."""
+    global _fit_deadline, _command_ends
+    _fit_deadline = _command_ends = None
 
 
 def command_left() -> float | None:
@@ -64,11 +80,12 @@ def passed(at: float | None = None) -> bool:
 
 
 @contextmanager
-def until(at: float) -> Iterator[None]:
-    """Fitting inside stops by `at` or the command's deadline, whichever comes first."""
+def until(at: float, outright: bool = False) -> Iterator[None]:
+    """Fitting inside stops by `at` or the command's deadline, whichever comes first;
+    `outright`: by `at` (a Ray task, whose process has no command of its own)."""
     global _fit_deadline
     before = _fit_deadline
-    _fit_deadline = at if before is None else min(before, at)
+    _fit_deadline = at if before is None or outright else min(before, at)
     try:
         yield
     finally:
