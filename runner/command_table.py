@@ -63,6 +63,7 @@ that predicts and serves. Column types are inferred; one override moves the run 
   python run.py                                        the default experiment (a built-in table)
   python run.py dataset.path=t.csv dataset.target=y    your table: CSV, Parquet, JSON, ...; s3://
   python run.py ... model=gbm                          gradient-boosted trees (model=ensemble: both)
+  python run.py ... preset=best time_limit=600         a bagged portfolio: the best 10 minutes buy
   python run.py ... backend=ray trainer.num_workers=4  preprocess and train on a Ray cluster
   python run.py --multirun hydra/sweeper=tune trainer.learning_rate=0.001,0.01   a sweep
 

@@ -362,6 +362,7 @@ def test_help_opens_with_what_the_runner_does_and_lists_only_real_options():
     assert commands.COMMAND_FUNCTIONS.keys() == COMMANDS.keys()  # each runs a function
     assert "processor: arrow, auto, dask, modin, pandas" in result.stdout
     assert "backend: auto, horovod, local, ray" in result.stdout
+    assert "preset: best, default, fast" in result.stdout
     assert "_schema" not in result.stdout
     assert "hidden_size" not in result.stdout  # the settings are --cfg job's, not the help's
 
