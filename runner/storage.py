@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -121,6 +123,18 @@ class Location:
         self.fs.makedirs(self.path, exist_ok=True)
         pq.write_table(table, f"{self.path}/{name}", filesystem=self.arrow_filesystem())
 
+    def write_atomic(self, name: str, blob: bytes) -> None:
+        """A small file below, whole or absent to any reader: written under a name of its own
+        and renamed locally, one PUT on object storage."""
+        path = f"{self.path}/{name}"
+        if self.is_local:
+            tmp = f"{path}.{uuid.uuid4().hex[:12]}.tmp"
+            with open(tmp, "wb") as handle:
+                handle.write(blob)
+            os.replace(tmp, path)
+        else:
+            self.fs.pipe_file(path, blob)
+
     def read_table(self):
         import pyarrow.parquet as pq
 
@@ -129,6 +143,19 @@ class Location:
     def files(self, suffix: str = ".parquet") -> list[str]:
         """Paths (within the filesystem) of the files below, sorted."""
         return sorted(p for p in self.fs.find(self.path) if p.endswith(suffix))
+
+
+@contextlib.contextmanager
+def machine_lock(directory: str, name: str) -> Iterator[None]:
+    """An exclusive lock file `<directory>/<name>.lock` held inside: builds on this machine
+    that want the same thing wait for each other."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, f"{name}.lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def write_text_atomic(path, text: str) -> None:

@@ -48,6 +48,15 @@ def select_weights(
     return {n: picks.count(n) / kept for n in names}, rounds
 
 
+def weighted_logits(
+    spec: OutputSpec, weights: dict[str, float], spaces: dict[str, np.ndarray]
+) -> np.ndarray:
+    """One output's logits from predictions in averaging space, averaged with `weights`
+    (those with weight 0 may be left out of `spaces`)."""
+    averaged = sum(weights[n] * space for n, space in spaces.items() if weights[n] > 0)
+    return spec.head.to_logits(np.asarray(averaged)).astype(np.float32)
+
+
 class EnsembleModel:
     """Members behind the ScoringModel seam, combined with fixed weights. `families`: each
     member's family by its name where the name is not the family's (a bagged portfolio's
@@ -95,10 +104,7 @@ class EnsembleModel:
     def logits_from(self, spec: OutputSpec, spaces: dict[str, np.ndarray]) -> np.ndarray:
         """The ensemble's logits of one output from its members' predictions in averaging
         space (those with weight 0 may be left out)."""
-        averaged = sum(
-            self.weights[n] * space for n, space in spaces.items() if self.weights[n] > 0
-        )
-        return spec.head.to_logits(np.asarray(averaged)).astype(np.float32)
+        return weighted_logits(spec, self.weights, spaces)
 
 
 class EnsembleFamily:

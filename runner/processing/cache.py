@@ -18,7 +18,6 @@ one build instead of repeating it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -28,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 from runner.processing.features.base import PREPROCESSING_VERSION
-from runner.storage import Location, check_bucket
+from runner.storage import Location, check_bucket, machine_lock
 
 log = logging.getLogger(__name__)
 META_FILE = "meta.json"
@@ -84,13 +83,8 @@ class PreprocessingCache:
         else:  # object storage has no locks: serialize the builds of this machine
             digest = hashlib.sha256(self.root.url.encode()).hexdigest()[:12]
             locks = os.path.join(tempfile.gettempdir(), "tabular-runner-locks", digest)
-        os.makedirs(locks, exist_ok=True)
-        with open(os.path.join(locks, f"{key}.lock"), "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with machine_lock(locks, key):
+            yield
 
     @contextlib.contextmanager
     def staging(self, key: str) -> Iterator[tuple[Location, Callable[[dict], None]]]:
@@ -103,13 +97,7 @@ class PreprocessingCache:
         def publish(meta: dict) -> None:
             meta = {**meta, "data": data_name}
             blob = json.dumps(meta, indent=2, sort_keys=True, default=str).encode()
-            if entry.is_local:
-                tmp = f"{entry.path}/{META_FILE}.{data_name}.tmp"
-                with open(tmp, "wb") as handle:
-                    handle.write(blob)
-                os.replace(tmp, f"{entry.path}/{META_FILE}")
-            else:
-                entry.fs.pipe_file(f"{entry.path}/{META_FILE}", blob)
+            entry.write_atomic(META_FILE, blob)
             published.append(meta)
 
         entry.fs.makedirs(entry.path, exist_ok=True)

@@ -19,7 +19,6 @@ which, and why."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -40,12 +39,12 @@ import pyarrow.compute  # noqa: F401 - pa.compute
 from runner.config import ModelConfig
 from runner.errors import UserError
 from runner.loading.tensors import TensorTable
-from runner.model.ensemble import EnsembleModel, select_weights
+from runner.model.ensemble import EnsembleModel, select_weights, weighted_logits
 from runner.model.layout import Layout
 from runner.processing.columns import ROW_ID
 from runner.processing.row_hash import uniform_from_ids
 from runner.scoring.decoding import Decoders, compute_metrics, constant_logits
-from runner.storage import Location, write_text_atomic
+from runner.storage import Location, machine_lock
 from runner.training import time_limit
 from runner.training.catboost_fit import catboost_on
 from runner.training.ensemble_fit import outside_trial_group
@@ -102,22 +101,20 @@ def fit_bagged(job: FitJob) -> TrainingResult:
     for member, weight in weights.items():
         report[member]["weight"] = weight
     _log_weights(layout, weights, report, metrics, settings.folds)
-    ensemble = EnsembleModel(
-        {f"{m}-{i + 1}": fold for m in fold_models for i, fold in enumerate(fold_models[m])},
-        {
-            f"{m}-{i + 1}": weights[m] / settings.folds
-            for m in fold_models
-            for i in range(settings.folds)
-        },
-        layout,
-        {f"{m}-{i + 1}": m for m in fold_models for i in range(settings.folds)},
-    )
+    by_name, fold_weights, families = {}, {}, {}
+    for member, models in fold_models.items():
+        for fold, fold_model in enumerate(models):
+            name = f"{member}-{fold + 1}"
+            by_name[name], families[name] = fold_model, member
+            fold_weights[name] = weights[member] / len(models)
+    ensemble = EnsembleModel(by_name, fold_weights, layout, families)
     baseline = compute_metrics(
         layout, decoders, constant_logits(layout, decoders, len(folds.parts)), targets
     )
-    report_epoch({"epoch": 1, "train": {}, "validation": metrics}, final=True)
+    record = {"epoch": 1, "train": {}, "validation": metrics}
+    report_epoch(record, final=True)
     return TrainingResult(
-        history=[{"epoch": 1, "train": {}, "validation": metrics}],
+        history=[record],
         best_epoch=1,
         best_value=metrics.get("loss", float("nan")),
         validation_baseline=baseline,
@@ -212,10 +209,8 @@ def _fold_home(root: Location, name: str, pool: pa.Table, parts: np.ndarray) -> 
     this machine wait for each other (sweep trials on one entry build once)."""
     pointer = f"{root.path}/{name}.json"
     digest = hashlib.sha256(root.url.encode()).hexdigest()[:16]
-    locks = Path(tempfile.gettempdir()) / "tabular-runner-locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / f"bagging-{digest}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    locks = os.path.join(tempfile.gettempdir(), "tabular-runner-locks")
+    with machine_lock(locks, f"bagging-{digest}"):
         if root.fs.exists(pointer):
             return root.join(json.loads(root.fs.cat_file(pointer))["build"])
         build = f"{name}-{uuid.uuid4().hex[:12]}"
@@ -224,11 +219,7 @@ def _fold_home(root: Location, name: str, pool: pa.Table, parts: np.ndarray) -> 
             held = pa.array(parts == fold)
             entry.join("train").write_parquet(pool.filter(pa.compute.invert(held)), PART)
             entry.join("validation").write_parquet(pool.filter(held), PART)
-        named = json.dumps({"build": build})
-        if root.is_local:
-            write_text_atomic(Path(pointer), named)
-        else:
-            root.fs.pipe_file(pointer, named.encode())
+        root.write_atomic(f"{name}.json", json.dumps({"build": build}).encode())
         return root.join(build)
 
 
@@ -404,12 +395,8 @@ def _combined(layout: Layout, oof: dict, weights: dict[str, float]) -> dict[str,
     if len(oof) == 1:
         return next(iter(oof.values()))
     spec = layout.outputs[0]
-    averaged = sum(
-        weights[name] * spec.head.to_space(logits[spec.name])
-        for name, logits in oof.items()
-        if weights[name] > 0
-    )
-    return {spec.name: spec.head.to_logits(np.asarray(averaged)).astype(np.float32)}
+    spaces = {n: spec.head.to_space(logits[spec.name]) for n, logits in oof.items() if weights[n]}
+    return {spec.name: weighted_logits(spec, weights, spaces)}
 
 
 def _log_weights(layout, weights: dict, report: dict, metrics: dict, folds: int) -> None:

@@ -73,12 +73,6 @@ def left() -> float | None:
     return None if _fit_deadline is None else max(0.0, _fit_deadline - time.time())
 
 
-def passed(at: float | None = None) -> bool:
-    """`at` (the fit's deadline when None) has passed."""
-    at = _fit_deadline if at is None else at
-    return at is not None and time.time() >= at
-
-
 @contextmanager
 def until(at: float, outright: bool = False) -> Iterator[None]:
     """Fitting inside stops by `at` or the command's deadline, whichever comes first;
